@@ -1,0 +1,153 @@
+"""The ``rmqcore`` command: inspect, dump and (later) repair stores from the shell.
+
+Exit status: 0 success, 1 the data is corrupt or a lookup failed, 2 usage errors.
+Every ``--json`` output is one JSON object per line.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import layout as L
+from .commitlog import Blank, CommitLog, ScanStop
+from .errors import RmqError
+from .message import MessageExt, format_host
+
+__all__ = ["main", "message_to_json"]
+
+
+def _detect_file_size(directory: Path, default: int) -> int:
+    """The file size of a directory of fixed-size files: the size of its first named file."""
+    if directory.is_dir():
+        for p in sorted(directory.iterdir()):
+            if L.file_name_to_offset(p.name) is not None and p.is_file():
+                size = p.stat().st_size
+                if size > 0:
+                    return size
+    return default
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def message_to_json(m: MessageExt) -> dict[str, Any]:
+    """A record as ``rmqcore dump commitlog --json`` prints it."""
+    props = m.properties
+    return {
+        "type": "msg",
+        "physical_offset": m.position,
+        "size": m.size,
+        "magic": m.magic & 0xFFFFFFFF,
+        "version": m.version,
+        "body_crc": m.body_crc,
+        "queue_id": m.queue_id,
+        "flag": m.flag,
+        "queue_offset": m.queue_offset,
+        "stored_physical_offset": m.physical_offset,
+        "sys_flag": m.sys_flag,
+        "born_timestamp": m.born_timestamp,
+        "born_host": format_host(m.born_host.address, m.born_host.port),
+        "store_timestamp": m.store_timestamp,
+        "store_host": format_host(m.store_host.address, m.store_host.port),
+        "reconsume_times": m.reconsume_times,
+        "prepared_transaction_offset": m.prepared_transaction_offset,
+        "topic": m.topic,
+        "properties": props,
+        "body_len": len(m.body),
+        "body_sha256": hashlib.sha256(m.body).hexdigest(),
+        "msg_id": m.msg_id,
+        "tags": m.tags,
+        "keys": m.keys,
+        "uniq_key": m.uniq_key,
+    }
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+def _cmd_dump_commitlog(args: argparse.Namespace) -> int:
+    store = Path(args.store_dir)
+    if not (store / "commitlog").is_dir():
+        print(f"rmqcore: {store} has no commitlog/ directory (is it a store root?)", file=sys.stderr)
+        return 2
+    size = args.commitlog_file_size or _detect_file_size(store / "commitlog", L.DEFAULT_COMMITLOG_FILE_SIZE)
+    status = 0
+    with CommitLog(store, file_size=size, read_only=True, recover=False) as cl:
+        for item in cl.iter_records(args.from_offset, verify_crc=not args.no_crc):
+            if isinstance(item, MessageExt):
+                if args.json:
+                    _emit(message_to_json(item))
+                else:
+                    print(
+                        f"{item.position:>14} msg   size={item.size} topic={item.topic} queue={item.queue_id} "
+                        f"qoffset={item.queue_offset} stored={item.store_timestamp} body={len(item.body)}B "
+                        f"tags={item.tags!r} keys={' '.join(item.keys)!r} msgId={item.msg_id}"
+                    )
+            elif isinstance(item, Blank):
+                if args.json:
+                    _emit({"type": "blank", "physical_offset": item.position, "size": item.declared_size,
+                           "file_end": item.file_end})
+                else:
+                    print(f"{item.position:>14} blank size={item.declared_size} (file ends at {item.file_end})")
+            elif isinstance(item, ScanStop):
+                status = 1
+                if args.json:
+                    _emit({"type": "stop", "physical_offset": item.position, "reason": item.reason,
+                           "path": item.path})
+                print(
+                    f"rmqcore: invalid record ({item.reason}) at offset {item.position} in {item.path}; "
+                    "`rmqcore recover` cuts a torn tail",
+                    file=sys.stderr,
+                )
+    return status
+
+
+def _add_geometry(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--commitlog-file-size", type=int, default=None,
+                   help="bytes per commitlog file (default: taken from the files, else 1 GiB)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rmqcore", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dump = sub.add_parser("dump", help="print the contents of store files")
+    dsub = dump.add_subparsers(dest="what", required=True)
+    dcl = dsub.add_parser("commitlog", help="every record and BLANK of a store's commitlog")
+    dcl.add_argument("store_dir")
+    dcl.add_argument("--from", dest="from_offset", type=int, default=None, help="start at this physical offset")
+    dcl.add_argument("--json", action="store_true", help="one JSON object per line")
+    dcl.add_argument("--no-crc", action="store_true", help="do not verify body CRCs")
+    _add_geometry(dcl)
+    dcl.set_defaults(func=_cmd_dump_commitlog)
+
+    try:
+        from .kafka import cli as kafka_cli
+    except ImportError:
+        kafka_cli = None  # type: ignore[assignment]
+    if kafka_cli is not None and hasattr(kafka_cli, "register"):
+        kafka_cli.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except RmqError as e:
+        print(f"rmqcore: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,618 @@
+"""CommitLog: the append-only record log of a RocketMQ store (``<root>/commitlog/``).
+
+Records are laid out as in ``layout`` (V1/V2 magic, IPv4/IPv6 hosts). Files have a fixed size
+and always end with a BLANK filler: a record is appended only if ``size + 8 <= bytes left``;
+otherwise 8 bytes ``(remaining, BLANK magic)`` are written and the record goes to the next file,
+re-encoded with its new physical offset. A batch never splits across files.
+
+Crash semantics: records are checksummed (body CRC); on open, the end of the log is found by
+scanning (normal recovery: from the third-last file), and everything after the last valid record
+is cut (positions only; bytes are not zeroed). Full durability (checkpoint, abort file, abnormal
+recovery, flush policies) is layered on top by the store.
+
+Thread-safety: ``put``/``put_batch`` serialise on one lock (one writer); reads of committed
+offsets may run concurrently from other threads.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import _impl
+from . import layout as L
+from .errors import (
+    ConfigError,
+    CorruptionError,
+    InvalidMessageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    PropertiesTooLargeError,
+    StoreClosedError,
+)
+from .mappedfile import MappedFile, MappedFileQueue
+from .message import (
+    Host,
+    MessageExt,
+    create_message_id,
+    parse_host,
+    properties_to_string,
+    validate_topic,
+)
+
+__all__ = ["CommitLog", "AppendResult", "BatchAppendResult", "Blank", "ScanStop", "RecordBatch"]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class AppendResult:
+    """What one append returns (AppendMessageResult): physical offset, size, queue offset, store time."""
+
+    __slots__ = ("physical_offset", "size", "queue_offset", "store_timestamp", "_host")
+
+    def __init__(self, physical_offset: int, size: int, queue_offset: int, store_timestamp: int, host: Host):
+        self.physical_offset = physical_offset
+        self.size = size
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
+        self._host = host
+
+    @property
+    def msg_id(self) -> str:
+        """The offset message id (store host + physical offset)."""
+        return create_message_id(self._host.address, self._host.port, self.physical_offset)
+
+    def __repr__(self) -> str:
+        return (
+            f"AppendResult(physical_offset={self.physical_offset}, size={self.size}, "
+            f"queue_offset={self.queue_offset}, store_timestamp={self.store_timestamp})"
+        )
+
+
+class BatchAppendResult:
+    """What a batch append returns: first physical offset, total bytes, first queue offset, sizes."""
+
+    __slots__ = ("physical_offset", "size", "queue_offset", "store_timestamp", "count", "sizes", "_host")
+
+    def __init__(self, physical_offset: int, size: int, queue_offset: int, store_timestamp: int,
+                 count: int, sizes: np.ndarray, host: Host):
+        self.physical_offset = physical_offset
+        self.size = size
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
+        self.count = count
+        self.sizes = sizes
+        self._host = host
+
+    @property
+    def physical_offsets(self) -> list[int]:
+        offs = np.concatenate(([0], np.cumsum(self.sizes[:-1]))) + self.physical_offset
+        return [int(x) for x in offs]
+
+    @property
+    def msg_ids(self) -> list[str]:
+        h = self._host
+        return [create_message_id(h.address, h.port, o) for o in self.physical_offsets]
+
+    @property
+    def msg_id(self) -> str:
+        """Comma-joined ids of every message, as RocketMQ's batch AppendMessageResult gives them."""
+        return ",".join(self.msg_ids)
+
+
+class Blank(NamedTuple):
+    """A BLANK filler at ``position``; the file's data ends there (``file_end`` is the next file)."""
+
+    position: int
+    declared_size: int
+    file_end: int
+
+
+class ScanStop(NamedTuple):
+    """Where a walk stopped on bytes that are not a valid record (``status`` from ``layout``)."""
+
+    position: int
+    status: int
+    path: str
+
+    @property
+    def reason(self) -> str:
+        return L.STATUS_NAMES.get(self.status, str(self.status))
+
+
+class CommitLog:
+    """A directory of CommitLog files.
+
+    Args:
+        store_dir: the store root; files live in ``store_dir/commitlog``.
+        file_size: bytes per file (RocketMQ's ``mappedFileSizeCommitLog``, default 1 GiB).
+        flavour: 4 or 5: which RocketMQ's bytes to write (5: properties end with ``\\x02``,
+            V2 magic for topics longer than 127 characters; 4: topics up to 127 only).
+        store_host: the broker address stamped into records and message ids (``"ip:port"``).
+        clock: returns the store timestamp in ms (injectable; default wall clock).
+        max_message_size: largest body accepted (RocketMQ ``maxMessageSize``, 4 MiB).
+        read_only: map files read-only, change nothing on disk.
+        check_crc: verify body CRCs while recovering (``checkCRCOnRecover``).
+        recover: find the end of the log on open (normal recovery from the third-last file).
+        prepare_next: create and pre-fault the next file in the background.
+        impl: "native" or "pure" kernels (default: ``rmqcore._impl.IMPLEMENTATION``).
+    """
+
+    def __init__(
+        self,
+        store_dir: str | Path,
+        *,
+        file_size: int = L.DEFAULT_COMMITLOG_FILE_SIZE,
+        flavour: int = 5,
+        store_host: Any = "127.0.0.1:10911",
+        clock: Callable[[], int] | None = None,
+        max_message_size: int = L.DEFAULT_MAX_MESSAGE_SIZE,
+        read_only: bool = False,
+        check_crc: bool = True,
+        recover: bool = True,
+        prepare_next: bool = True,
+        impl: str | None = None,
+    ) -> None:
+        if flavour not in (4, 5):
+            raise ConfigError(f"flavour must be 4 or 5, not {flavour!r}")
+        if file_size < 4096:
+            raise ConfigError(f"commitlog file size {file_size} is too small")
+        self.store_dir = Path(store_dir)
+        self.directory = self.store_dir / "commitlog"
+        self.file_size = file_size
+        self.flavour = flavour
+        self.store_host = parse_host(store_host)
+        self.clock = clock or _now_ms
+        self.max_message_size = max_message_size
+        self.read_only = read_only
+        self.check_crc = check_crc
+        self.prepare_next = prepare_next and not read_only
+        self._codec = _impl.kernel("codec", impl)
+        self._lock = threading.RLock()
+        self._topics: dict[str, bytes] = {}
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self._closed = False
+        self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only)
+        self.queue.load()
+        if recover:
+            self.recover_normally()
+
+    # -- state ------------------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        first = self.queue.first()
+        return first.file_from_offset if first else 0
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last written byte (getMaxOffset)."""
+        return self.queue.max_offset()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the CommitLog is closed")
+
+    # -- recovery ---------------------------------------------------------------------------------
+    def scan_end(self, start_index: int | None = None) -> tuple[int, ScanStop | None]:
+        """Walk records from file ``start_index`` (default: third-last) to the end of valid data.
+
+        Returns ``(end_offset, stop)`` where ``stop`` describes invalid bytes met (None when the
+        data simply ended). Changes nothing.
+        """
+        files = self.queue.files
+        if not files:
+            return 0, None
+        i = max(0, len(files) - 3) if start_index is None else start_index
+        scan = self._codec.scan_records
+        while True:
+            mf = files[i]
+            status, end, _count, _ts = scan(mf.mm, 0, mf.file_size, self.check_crc, -1)
+            if status == L.ST_BLANK:
+                if i + 1 < len(files):
+                    i += 1
+                    continue
+                return mf.file_end_offset, None
+            if status == L.ST_END:
+                return mf.file_from_offset + end, None
+            return mf.file_from_offset + end, ScanStop(mf.file_from_offset + end, status, mf.path)
+
+    def recover_normally(self) -> int:
+        """Find the end of the log and cut what follows it (positions only; no bytes zeroed)."""
+        end, _stop = self.scan_end()
+        self.set_end(end)
+        return end
+
+    def set_end(self, end: int) -> None:
+        """Make ``end`` the end of the log: later files are dropped, the one holding it is cut."""
+        if self.read_only:
+            for mf in self.queue.files:
+                mf.wrote_position = mf.flushed_position = min(max(end - mf.file_from_offset, 0), mf.file_size)
+            return
+        self.queue.truncate_dirty(end)
+
+    def rebuild_queue_offsets(self) -> None:
+        """Recompute the next queue offset of every topic/queue from the records (standalone use)."""
+        table: dict[tuple[str, int], int] = {}
+        for item in self.iter_records(self.min_offset):
+            if isinstance(item, MessageExt) and item.transaction_type in (
+                L.TRANSACTION_NOT_TYPE, L.TRANSACTION_COMMIT
+            ):
+                key = (item.topic, item.queue_id)
+                table[key] = max(table.get(key, 0), item.queue_offset + 1)
+        self.topic_queue_table = table
+
+    # -- validation -------------------------------------------------------------------------------
+    def _topic_bytes(self, topic: str) -> bytes:
+        tb = self._topics.get(topic)
+        if tb is None:
+            tb = validate_topic(topic, L.MAX_TOPIC_LEN_V1 if self.flavour == 4 else L.MAX_TOPIC_LEN)
+            self._topics[topic] = tb
+        return tb
+
+    def _properties_bytes(
+        self, tags: str | None, keys: str | Sequence[str] | None, properties: Mapping[str, str] | None,
+        properties_raw: str | None,
+    ) -> bytes:
+        if properties_raw is not None:
+            if tags is not None or keys is not None or properties:
+                raise InvalidMessageError("properties_raw excludes tags, keys and properties")
+            if not isinstance(properties_raw, str):
+                raise InvalidMessageError("properties_raw must be str")
+            s = properties_raw
+        else:
+            items: list[tuple[str, str]] = []
+            if properties:
+                if not isinstance(properties, Mapping):
+                    raise InvalidMessageError("properties must be a mapping of str to str")
+                items.extend((k, v) for k, v in properties.items() if k not in (L.PROPERTY_TAGS, L.PROPERTY_KEYS))
+            if keys is not None:
+                if isinstance(keys, str):
+                    items.append((L.PROPERTY_KEYS, keys))
+                else:
+                    items.append((L.PROPERTY_KEYS, L.KEY_SEPARATOR.join(keys)))
+            elif properties and L.PROPERTY_KEYS in properties:
+                items.append((L.PROPERTY_KEYS, properties[L.PROPERTY_KEYS]))
+            if tags is not None:
+                items.append((L.PROPERTY_TAGS, tags))
+            elif properties and L.PROPERTY_TAGS in properties:
+                items.append((L.PROPERTY_TAGS, properties[L.PROPERTY_TAGS]))
+            s = properties_to_string(items, self.flavour)
+        b = s.encode("utf-8", "surrogatepass")
+        if len(b) > L.MAX_PROPERTIES_LEN:
+            raise PropertiesTooLargeError(
+                f"properties of {len(b)} UTF-8 bytes exceed {L.MAX_PROPERTIES_LEN} (PROPERTIES_SIZE_EXCEEDED)"
+            )
+        return b
+
+    def _check_body(self, body: Any) -> bytes:
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise InvalidMessageError(f"body must be bytes-like, not {type(body).__name__}")
+        if len(body) > self.max_message_size:
+            raise MessageTooLargeError(
+                f"body of {len(body)} bytes exceeds the maximum message size {self.max_message_size}"
+            )
+        return body if isinstance(body, bytes) else bytes(body)
+
+    # -- appending --------------------------------------------------------------------------------
+    def put(
+        self,
+        topic: str,
+        body: bytes,
+        queue_id: int = 0,
+        *,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        properties_raw: str | None = None,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: Any = None,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        store_host: Any = None,
+    ) -> AppendResult:
+        """Append one message; returns where it went. Nothing is written when an argument is invalid.
+
+        ``properties_raw`` stores that exact properties string (instead of building one from
+        ``tags``/``keys``/``properties``); ``store_host`` overrides the CommitLog's address for this
+        message (the broker stamps each message with the address it arrived on).
+
+        Raises:
+            InvalidTopicError, PropertiesTooLargeError, MessageTooLargeError, InvalidMessageError:
+                the message cannot be stored as given (nothing written).
+            StoreClosedError: the CommitLog was closed.
+        """
+        self._check_open()
+        if self.read_only:
+            raise ConfigError("the CommitLog was opened read-only")
+        tb = self._topic_bytes(topic)
+        body = self._check_body(body)
+        pb = self._properties_bytes(tags, keys, properties, properties_raw)
+        if type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
+            raise InvalidMessageError(f"queue_id must be a non-negative int, not {queue_id!r}")
+        bh = self.store_host if born_host is None else parse_host(born_host)
+        v2 = len(topic) > L.MAX_TOPIC_LEN_V1
+        tran = sys_flag & L.TRANSACTION_MASK
+        no_queue = tran == L.TRANSACTION_PREPARED or tran == L.TRANSACTION_ROLLBACK
+        sh = self.store_host if store_host is None else parse_host(store_host)
+        codec = self._codec
+        with self._lock:
+            self._check_open()
+            ts = self.clock()
+            key = (topic, queue_id)
+            qoff = 0 if no_queue else self.topic_queue_table.get(key, 0)
+            mf = self._writable(self.max_offset)
+            for _attempt in (0, 1):
+                pos = mf.wrote_position
+                n = codec.encode_record(
+                    mf.mm, pos, self.file_size - pos, tb, queue_id, flag, qoff, mf.file_from_offset + pos,
+                    sys_flag, ts if born_timestamp is None else born_timestamp, bh.address, bh.port, ts,
+                    sh.address, sh.port, reconsume_times, prepared_transaction_offset, body, pb, v2,
+                )
+                if n > 0:
+                    break
+                if pos == 0 or -n + L.BLANK_SIZE > self.file_size:
+                    raise MessageTooLargeError(f"a record of {-n} bytes does not fit in a {self.file_size}-byte file")
+                codec.encode_blank(mf.mm, pos, self.file_size - pos)
+                mf.wrote_position = self.file_size
+                mf = self._writable(mf.file_end_offset)
+            mf.wrote_position = pos + n
+            if not no_queue:
+                self.topic_queue_table[key] = qoff + 1
+            return AppendResult(mf.file_from_offset + pos, n, qoff, ts, sh)
+
+    def put_batch(
+        self,
+        topic: str,
+        bodies: Sequence[bytes],
+        queue_id: int = 0,
+        *,
+        properties: Sequence[Mapping[str, str] | None] | Mapping[str, str] | None = None,
+        properties_raw: Sequence[str] | None = None,
+        flags: Sequence[int] | None = None,
+        sys_flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: Any = None,
+        store_host: Any = None,
+    ) -> BatchAppendResult:
+        """Append a batch (MessageExtBatch): one topic and queue, consecutive queue offsets, one
+        store timestamp, never split across files. All messages are written or none.
+
+        ``properties`` is one mapping for every message or a list of one per message;
+        ``properties_raw`` gives each stored properties string exactly. ``store_host`` overrides
+        the CommitLog's address for this batch (as ``put`` does for one message).
+        """
+        self._check_open()
+        if self.read_only:
+            raise ConfigError("the CommitLog was opened read-only")
+        tb = self._topic_bytes(topic)
+        if isinstance(bodies, (bytes, bytearray, memoryview)) or not isinstance(bodies, Sequence):
+            raise InvalidMessageError("bodies must be a sequence of bytes")
+        n = len(bodies)
+        if n == 0:
+            raise InvalidMessageError("a batch needs at least one message")
+        blist = [self._check_body(b) for b in bodies]
+        if properties_raw is not None:
+            if properties is not None or len(properties_raw) != n:
+                raise InvalidMessageError("properties_raw needs one string per body and excludes properties")
+            plist = [self._properties_bytes(None, None, None, s) for s in properties_raw]
+        elif properties is None or isinstance(properties, Mapping):
+            one = self._properties_bytes(None, None, properties, None)
+            plist = [one] * n
+        else:
+            if len(properties) != n:
+                raise InvalidMessageError("properties needs one mapping per body")
+            plist = [self._properties_bytes(None, None, p, None) for p in properties]
+        if flags is not None and len(flags) != n:
+            raise InvalidMessageError("flags needs one int per body")
+        tran = sys_flag & L.TRANSACTION_MASK
+        if tran in (L.TRANSACTION_PREPARED, L.TRANSACTION_ROLLBACK):
+            raise InvalidMessageError("batches cannot carry PREPARED or ROLLBACK transaction messages")
+        if type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
+            raise InvalidMessageError(f"queue_id must be a non-negative int, not {queue_id!r}")
+        bh = self.store_host if born_host is None else parse_host(born_host)
+        sh = self.store_host if store_host is None else parse_host(store_host)
+        v2 = len(topic) > L.MAX_TOPIC_LEN_V1
+        sizes = np.empty(n, dtype=np.int64)
+        codec = self._codec
+        with self._lock:
+            self._check_open()
+            ts = self.clock()
+            key = (topic, queue_id)
+            qoff = self.topic_queue_table.get(key, 0)
+            mf = self._writable(self.max_offset)
+            for _attempt in (0, 1):
+                pos = mf.wrote_position
+                cnt, total = codec.encode_batch(
+                    mf.mm, pos, self.file_size - pos, tb, queue_id, qoff, mf.file_from_offset + pos,
+                    sys_flag, ts if born_timestamp is None else born_timestamp, bh.address, bh.port, ts,
+                    sh.address, sh.port, blist, plist, flags, v2, sizes,
+                )
+                if total > 0:
+                    break
+                if pos == 0 or -total + L.BLANK_SIZE > self.file_size:
+                    raise MessageTooLargeError(f"a batch of {-total} bytes does not fit in a {self.file_size}-byte file")
+                codec.encode_blank(mf.mm, pos, self.file_size - pos)
+                mf.wrote_position = self.file_size
+                mf = self._writable(mf.file_end_offset)
+            mf.wrote_position = pos + total
+            self.topic_queue_table[key] = qoff + cnt
+            return BatchAppendResult(mf.file_from_offset + pos, total, qoff, ts, cnt, sizes, sh)
+
+    def _writable(self, offset: int) -> MappedFile:
+        last = self.queue.last()
+        if last is not None and not last.is_full():
+            return last
+        mf = self.queue.last_for_write(offset)
+        if self.prepare_next:
+            self.queue.prepare_next()
+        return mf
+
+    # -- reading ----------------------------------------------------------------------------------
+    def read(self, offset: int, verify_crc: bool = False) -> MessageExt:
+        """The message whose record starts at global ``offset``.
+
+        Raises:
+            OffsetOutOfRangeError: no written record starts there (BLANK, beyond the end, deleted).
+            CorruptionError: the bytes there are not a valid record (with path and file offset).
+        """
+        self._check_open()
+        if offset < self.min_offset or offset >= self.max_offset:
+            raise OffsetOutOfRangeError(f"offset {offset} outside [{self.min_offset}, {self.max_offset})")
+        mf = self.queue.find(offset)
+        pos = offset - mf.file_from_offset
+        try:
+            raw = self._codec.decode_record(mf.mm, pos, mf.wrote_position, verify_crc)
+        except CorruptionError as e:
+            raise e.at(mf.path, pos) from None
+        if raw is None:
+            raise OffsetOutOfRangeError(f"no message at offset {offset} (BLANK or unwritten)")
+        return MessageExt(offset, raw)
+
+    def iter_records(
+        self, from_offset: int | None = None, verify_crc: bool = False
+    ) -> Iterator[MessageExt | Blank | ScanStop]:
+        """Every record and BLANK from ``from_offset`` (a record boundary) in physical order.
+
+        Stops at the end of the data; if invalid bytes stop the walk, a ``ScanStop`` saying where
+        and why is yielded last (a torn tail after a crash is reported, not decoded).
+        """
+        self._check_open()
+        offset = self.min_offset if from_offset is None else from_offset
+        decode = self._codec.decode_record
+        peek = self._codec.peek_record
+        for mf in self.queue:
+            if mf.file_end_offset <= offset:
+                continue
+            pos = max(0, offset - mf.file_from_offset)
+            limit = mf.wrote_position
+            while pos < limit:
+                status, size = peek(mf.mm, pos, limit)
+                if status == L.ST_BLANK:
+                    yield Blank(mf.file_from_offset + pos, size, mf.file_end_offset)
+                    break
+                if status == L.ST_END:
+                    return
+                try:
+                    raw = decode(mf.mm, pos, limit, verify_crc)
+                except CorruptionError as e:
+                    st = {"TruncatedRecordError": L.ST_TORN, "BadMagicError": L.ST_BAD_MAGIC,
+                          "ChecksumError": L.ST_BAD_CRC}.get(type(e).__name__, L.ST_BAD_SIZE)
+                    yield ScanStop(mf.file_from_offset + pos, st, mf.path)
+                    return
+                assert raw is not None
+                yield MessageExt(mf.file_from_offset + pos, raw)
+                pos += raw[0]
+            else:
+                if limit < mf.file_size:
+                    return
+            offset = mf.file_end_offset
+
+    def read_batch(self, offset: int, max_records: int = 1024, verify_crc: bool = False) -> RecordBatch:
+        """Decode up to ``max_records`` consecutive records from ``offset`` into columns.
+
+        Stays within one file; an empty batch with ``next_offset`` at the next file means a BLANK
+        was crossed. The buffer is copied once (the batch stays valid after the store closes).
+        """
+        self._check_open()
+        mf = self.queue.find(offset)
+        pos = offset - mf.file_from_offset
+        out = np.empty((L.NCOLUMNS, max(1, max_records)), dtype=np.int64)
+        count, end, status = self._codec.decode_batch(mf.mm, pos, mf.wrote_position, out, verify_crc)
+        data = bytes(mf.mm[pos:end]) if count else b""
+        cols = out[:, :count].copy()
+        cols[[L.C_POSITION, L.C_BORN_HOST_POS, L.C_STORE_HOST_POS, L.C_BODY_POS, L.C_TOPIC_POS,
+              L.C_PROPERTIES_POS]] -= pos
+        next_offset = mf.file_from_offset + end
+        if status == L.ST_BLANK:
+            next_offset = mf.file_end_offset
+        elif status < 0:
+            raise_status(status, mf.path, end)
+        return RecordBatch(data, cols, mf.file_from_offset + pos, next_offset)
+
+    # -- maintenance ------------------------------------------------------------------------------
+    def flush(self) -> int:
+        self._check_open()
+        with self._lock:
+            return self.queue.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        with self._lock:
+            if not self.read_only:
+                self.queue.flush()
+            self.queue.close()
+            self._closed = True
+
+    def __enter__(self) -> CommitLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def raise_status(status: int, path: str, position: int) -> None:
+    from .errors import BadMagicError, ChecksumError, RecordSizeError, TruncatedRecordError
+
+    cls, detail = {
+        L.ST_TORN: (TruncatedRecordError, "record runs past the end of the data"),
+        L.ST_BAD_MAGIC: (BadMagicError, "unknown magic code"),
+        L.ST_BAD_SIZE: (RecordSizeError, "record size disagrees with its field lengths"),
+        L.ST_BAD_CRC: (ChecksumError, "body CRC mismatch"),
+    }[status]
+    raise cls(detail, position, path)
+
+
+class RecordBatch:
+    """Columnar records: an int64 column per header field plus one bytes buffer (zero per-field objects).
+
+    ``column(name)`` gives a numpy view; ``topics()``, ``bodies()``, ``properties_strings()`` build
+    Python objects only on request. Positions inside are relative to ``data``.
+    """
+
+    __slots__ = ("data", "columns", "start_offset", "next_offset")
+
+    def __init__(self, data: bytes, columns: np.ndarray, start_offset: int, next_offset: int) -> None:
+        self.data = data
+        self.columns = columns
+        self.start_offset = start_offset
+        self.next_offset = next_offset
+
+    def __len__(self) -> int:
+        return int(self.columns.shape[1])
+
+    def column(self, name: str) -> np.ndarray:
+        return self.columns[L.COLUMNS.index(name)]
+
+    @property
+    def physical_positions(self) -> np.ndarray:
+        """Global CommitLog offsets of the records."""
+        return self.columns[L.C_POSITION] + self.start_offset
+
+    def _slices(self, pos_col: int, len_col: int) -> list[bytes]:
+        d = self.data
+        return [d[p : p + n] for p, n in zip(self.columns[pos_col].tolist(), self.columns[len_col].tolist())]
+
+    def bodies(self) -> list[bytes]:
+        return self._slices(L.C_BODY_POS, L.C_BODY_LEN)
+
+    def topics(self) -> list[str]:
+        cache: dict[bytes, str] = {}
+        out = []
+        for b in self._slices(L.C_TOPIC_POS, L.C_TOPIC_LEN):
+            s = cache.get(b)
+            if s is None:
+                s = cache[b] = b.decode("utf-8", "replace")
+            out.append(s)
+        return out
+
+    def properties_strings(self) -> list[str]:
+        return [b.decode("utf-8", "replace") for b in self._slices(L.C_PROPERTIES_POS, L.C_PROPERTIES_LEN)]

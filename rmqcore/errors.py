@@ -1,0 +1,139 @@
+"""The one exception hierarchy of rmqcore.
+
+Every public raise is a subclass of :class:`RmqError`. Classes inherit from a builtin as well
+where a caller would naturally catch the builtin (``ValueError`` for bad arguments, ``IndexError``
+for offsets out of range). Native and pure kernels raise identical classes.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "RmqError",
+    "ConfigError",
+    "InvalidMessageError",
+    "InvalidTopicError",
+    "PropertiesTooLargeError",
+    "MessageTooLargeError",
+    "StoreClosedError",
+    "StoreLockedError",
+    "OffsetOutOfRangeError",
+    "CorruptionError",
+    "BadMagicError",
+    "ChecksumError",
+    "TruncatedRecordError",
+    "RecordSizeError",
+    "IndexCorruptError",
+    "SegmentFullError",
+    "RecoveryError",
+    "MissingCodecError",
+]
+
+
+class RmqError(Exception):
+    """Base class of every error rmqcore raises."""
+
+
+class ConfigError(RmqError, ValueError):
+    """A setting or geometry is invalid, or files on disk do not match it."""
+
+
+class InvalidMessageError(RmqError, ValueError):
+    """A message (topic, properties, body, hosts, field types) cannot be stored as given."""
+
+
+class InvalidTopicError(InvalidMessageError):
+    """Topic is empty, too long, or has characters outside ``[%|a-zA-Z0-9_-]``."""
+
+
+class PropertiesTooLargeError(InvalidMessageError):
+    """The encoded properties string exceeds 32,767 bytes (RocketMQ PROPERTIES_SIZE_EXCEEDED)."""
+
+
+class MessageTooLargeError(InvalidMessageError):
+    """The body exceeds the store's maximum message size (RocketMQ MESSAGE_ILLEGAL)."""
+
+
+class StoreClosedError(RmqError):
+    """The object was used after close()."""
+
+
+class StoreLockedError(RmqError):
+    """Another process holds the store's lock."""
+
+
+class OffsetOutOfRangeError(RmqError, IndexError):
+    """An offset lies outside the data that exists."""
+
+
+class CorruptionError(RmqError):
+    """Bytes on disk (or in a buffer) do not form a valid structure.
+
+    Attributes:
+        path: file the bytes came from, or ``None`` for a bare buffer.
+        position: byte offset of the bad structure (in the file when ``path`` is set, else in the buffer).
+        detail: what was wrong.
+    """
+
+    def __init__(self, detail: str, position: int = -1, path: str | None = None) -> None:
+        self.detail = detail
+        self.position = position
+        self.path = path
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(str(self.path))
+        if self.position >= 0:
+            where.append(f"offset {self.position}")
+        return f"{self.detail} ({', '.join(where)})" if where else self.detail
+
+    def at(self, path: str | None, position: int) -> CorruptionError:
+        """Return a copy of this error located in ``path`` at ``position`` (file offset)."""
+        err = type(self).__new__(type(self))
+        err.__dict__.update(self.__dict__)
+        err.path = path
+        err.position = position
+        Exception.__init__(err, err._render())
+        return err
+
+    def __reduce__(self):  # picklable across Spark workers
+        return (_rebuild_corruption, (type(self), self.__dict__))
+
+
+def _rebuild_corruption(cls, state):  # type: ignore[no-untyped-def]
+    err = cls.__new__(cls)
+    err.__dict__.update(state)
+    Exception.__init__(err, err._render())
+    return err
+
+
+class BadMagicError(CorruptionError):
+    """Unknown magic code where a record should start."""
+
+
+class ChecksumError(CorruptionError):
+    """Stored CRC does not match the recomputed one."""
+
+
+class TruncatedRecordError(CorruptionError):
+    """A record runs past the end of the written data (normal after a crash; recovery cuts it)."""
+
+
+class RecordSizeError(CorruptionError):
+    """The size field disagrees with the size recomputed from the record's own lengths."""
+
+
+class IndexCorruptError(CorruptionError):
+    """A consume queue, index file, offset index or time index failed its sanity check."""
+
+
+class SegmentFullError(RmqError):
+    """Internal signal that a segment must roll; never escapes the store."""
+
+
+class RecoveryError(RmqError):
+    """Recovery could not bring the files to a consistent state."""
+
+
+class MissingCodecError(RmqError, ImportError):
+    """A compressed payload needs an optional package that is not installed."""

@@ -1,0 +1,171 @@
+"""Every magic number, size and offset of the RocketMQ store formats, named.
+
+Each constant notes the upstream class it mirrors. All integers in every store file are big-endian.
+
+CommitLog record (offsets for IPv4 born and store hosts; an IPv6 host field is 20 bytes, not 8)::
+
+    off  size  field                       (MessageExtEncoder / CommitLog.checkMessageAndReturnSize)
+      0     4  TOTALSIZE                   whole record, this field included
+      4     4  MAGICCODE                   V1 0xDAA320A7 | V2 0xDAA320AB | BLANK 0xCBD43194
+      8     4  BODYCRC                     zlib CRC-32 of the stored body & 0x7FFFFFFF
+     12     4  QUEUEID
+     16     4  FLAG
+     20     8  QUEUEOFFSET
+     28     8  PHYSICALOFFSET
+     36     4  SYSFLAG
+     40     8  BORNTIMESTAMP
+     48   8|20 BORNHOST                    address (4|16) + int port
+     ..     8  STORETIMESTAMP
+     ..   8|20 STOREHOSTADDRESS
+     ..     4  RECONSUMETIMES
+     ..     8  PREPARED TRANSACTION OFFSET
+     ..   4+n  BODYLENGTH + BODY
+     ..   1|2+t TOPICLENGTH (V1: signed byte, V2: short) + TOPIC
+     ..   2+p  PROPERTIESLENGTH + PROPERTIES
+"""
+from __future__ import annotations
+
+# --- CommitLog record (MessageDecoder, MessageVersion, CommitLog) ---------------------------------
+MAGIC_V1 = -626843481  # 0xDAA320A7, MessageVersion.MESSAGE_VERSION_V1
+MAGIC_V2 = -626843477  # 0xDAA320AB, MessageVersion.MESSAGE_VERSION_V2 (5.1.0+: 2-byte topic length)
+MAGIC_BLANK = -875286124  # 0xCBD43194, CommitLog.BLANK_MAGIC_CODE (end-of-file filler)
+BLANK_SIZE = 8  # CommitLog.END_FILE_MIN_BLANK_LENGTH: int remaining + int magic
+MIN_RECORD_SIZE = 91  # calMsgLength with empty body/topic/properties, IPv4 hosts, V1
+MAX_TOPIC_LEN_V1 = 127  # TopicValidator.TOPIC_MAX_LENGTH (chars); V1 length byte is signed
+MAX_TOPIC_LEN = 255  # retry/DLQ topics may reach 255 chars
+MAX_PROPERTIES_LEN = 32767  # Short.MAX_VALUE, PROPERTIES_SIZE_EXCEEDED above
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # MessageStoreConfig.maxMessageSize (body limit since 4.9.4)
+
+POS_TOTALSIZE = 0
+POS_MAGIC = 4
+POS_BODYCRC = 8
+POS_QUEUEID = 12
+POS_FLAG = 16
+POS_QUEUEOFFSET = 20
+POS_PHYSICALOFFSET = 28
+POS_SYSFLAG = 36
+POS_BORNTIMESTAMP = 40
+POS_BORNHOST = 48
+
+# --- SYSFLAG bits (MessageSysFlag) ----------------------------------------------------------------
+FLAG_COMPRESSED = 0x1
+FLAG_MULTI_TAGS = 0x2
+TRANSACTION_MASK = 0xC
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED = 0x4
+TRANSACTION_COMMIT = 0x8
+TRANSACTION_ROLLBACK = 0xC
+FLAG_BORNHOST_V6 = 0x10
+FLAG_STOREHOST_V6 = 0x20
+FLAG_NEED_UNWRAP = 0x40
+FLAG_INNER_BATCH = 0x80
+COMPRESSION_TYPE_MASK = 0x700  # (sysflag & mask) >> 8: 0/3 zlib, 1 lz4, 2 zstd
+COMPRESSION_NAMES = {0: "zlib", 1: "lz4", 2: "zstd", 3: "zlib"}
+
+# --- properties string (MessageDecoder) -----------------------------------------------------------
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT = "WAIT"
+PROPERTY_DELAY = "DELAY"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_CLUSTER = "CLUSTER"
+KEY_SEPARATOR = " "
+
+# --- kernel statuses (shared by native and pure scanners) ------------------------------------------
+ST_MSG = 1  # a valid record starts here
+ST_END = 0  # no more data: limit reached, or a zero size/magic (unwritten space)
+ST_BLANK = 2  # BLANK filler: the rest of this file is unused
+ST_TORN = -1  # record runs past the limit (torn tail after a crash)
+ST_BAD_MAGIC = -2
+ST_BAD_SIZE = -3  # TOTALSIZE disagrees with the recomputed size, or is impossible
+ST_BAD_CRC = -4
+
+STATUS_NAMES = {
+    ST_MSG: "msg",
+    ST_END: "end",
+    ST_BLANK: "blank",
+    ST_TORN: "torn",
+    ST_BAD_MAGIC: "bad_magic",
+    ST_BAD_SIZE: "bad_size",
+    ST_BAD_CRC: "bad_crc",
+}
+
+# --- columnar batch decode: row layout of the int64 output array (decode_batch) --------------------
+COLUMNS = (
+    "position",  # offset of the record in the decoded buffer
+    "size",
+    "magic",
+    "body_crc",
+    "queue_id",
+    "flag",
+    "queue_offset",
+    "physical_offset",  # the stored PHYSICALOFFSET field
+    "sys_flag",
+    "born_timestamp",
+    "born_host_pos",  # buffer offset of the born address (4 or 16 bytes per sys_flag)
+    "born_port",
+    "store_timestamp",
+    "store_host_pos",
+    "store_port",
+    "reconsume_times",
+    "prepared_transaction_offset",
+    "body_pos",
+    "body_len",
+    "topic_pos",
+    "topic_len",
+    "properties_pos",
+    "properties_len",
+)
+NCOLUMNS = len(COLUMNS)
+(
+    C_POSITION,
+    C_SIZE,
+    C_MAGIC,
+    C_BODY_CRC,
+    C_QUEUE_ID,
+    C_FLAG,
+    C_QUEUE_OFFSET,
+    C_PHYSICAL_OFFSET,
+    C_SYS_FLAG,
+    C_BORN_TIMESTAMP,
+    C_BORN_HOST_POS,
+    C_BORN_PORT,
+    C_STORE_TIMESTAMP,
+    C_STORE_HOST_POS,
+    C_STORE_PORT,
+    C_RECONSUME_TIMES,
+    C_PREPARED_TX_OFFSET,
+    C_BODY_POS,
+    C_BODY_LEN,
+    C_TOPIC_POS,
+    C_TOPIC_LEN,
+    C_PROPERTIES_POS,
+    C_PROPERTIES_LEN,
+) = range(NCOLUMNS)
+
+# --- files and geometry (MessageStoreConfig, UtilAll.offset2FileName) ------------------------------
+FILE_NAME_DIGITS = 20
+DEFAULT_COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024
+CQ_UNIT_SIZE = 20
+DEFAULT_CQ_FILE_SIZE = 300_000 * CQ_UNIT_SIZE
+DEFAULT_INDEX_SLOTS = 5_000_000
+DEFAULT_INDEX_ENTRIES = 20_000_000
+CHECKPOINT_FILE_SIZE = 4096
+
+
+def offset_to_file_name(offset: int) -> str:
+    """UtilAll.offset2FileName: the 20-digit, zero-padded decimal name of a file starting at offset."""
+    if offset < 0:
+        raise ValueError(f"file offsets are non-negative, not {offset}")
+    return f"{offset:0{FILE_NAME_DIGITS}d}"
+
+
+def file_name_to_offset(name: str) -> int | None:
+    """Inverse of offset_to_file_name; None for names that are not 20 decimal digits."""
+    if len(name) != FILE_NAME_DIGITS or not name.isdigit() or not name.isascii():
+        return None
+    return int(name)

@@ -1,0 +1,310 @@
+"""MappedFile and MappedFileQueue: fixed-size mmap'd files named by their 20-digit start offset.
+
+Mirrors RocketMQ's ``DefaultMappedFile`` / ``MappedFileQueue``:
+
+* every file of a queue has exactly ``file_size`` bytes; its name is the global offset of its first
+  byte (``layout.offset_to_file_name``); global offset ``o`` lives in the file starting at
+  ``o - o % file_size``;
+* on load a *last* file of length 0 is deleted; any other size mismatch is a ``ConfigError``
+  naming the file (RocketMQ: "length not matched message store config value");
+* files whose names are not 20 decimal digits are ignored (RocketMQ fails on them; a stray
+  ``.bak`` or editor file should not keep a store from opening);
+* truncation never zeroes bytes: it moves positions and deletes whole files after the offset.
+
+Thread-safety: one writer; readers may read positions below ``wrote_position`` concurrently.
+Pointers into the map never outlive a kernel call; ``close`` fails with BufferError while a
+zero-copy view is exported, so a map is never unmapped under a reader.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from . import layout as L
+from .errors import ConfigError, OffsetOutOfRangeError, StoreClosedError
+
+__all__ = ["MappedFile", "MappedFileQueue"]
+
+_MADV_POPULATE_WRITE = 23  # Linux >= 5.14
+_PREFAULT_CHUNK = 4 * 1024 * 1024
+
+
+class MappedFile:
+    """One fixed-size file mapped into memory."""
+
+    __slots__ = (
+        "path", "file_from_offset", "file_size", "read_only", "mm", "fd", "wrote_position",
+        "flushed_position", "_closed",
+    )
+
+    def __init__(
+        self, path: str | os.PathLike[str], file_from_offset: int, file_size: int, *,
+        create: bool = False, read_only: bool = False,
+    ) -> None:
+        self.path = str(path)
+        self.file_from_offset = file_from_offset
+        self.file_size = file_size
+        self.read_only = read_only
+        flags = os.O_RDONLY if read_only else os.O_RDWR
+        if create:
+            flags |= os.O_CREAT | os.O_EXCL
+        fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            if create:
+                os.ftruncate(fd, file_size)
+            size = os.fstat(fd).st_size
+            if size != file_size:
+                raise ConfigError(
+                    f"{self.path}: length {size} does not match the configured file size {file_size} "
+                    "(pass the store's real geometry, or move the stray file away)"
+                )
+            self.mm = mmap.mmap(
+                fd, file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
+            )
+        except BaseException:
+            os.close(fd)
+            if create:
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
+            raise
+        self.fd = fd
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self._closed = False
+
+    @property
+    def file_end_offset(self) -> int:
+        return self.file_from_offset + self.file_size
+
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def prefault(self, start: int = 0, end: int | None = None) -> None:
+        """Fault pages in ahead of writes (MADV_POPULATE_WRITE, chunked so other threads run)."""
+        if self.read_only or self._closed:
+            return
+        end = self.file_size if end is None else end
+        page = mmap.PAGESIZE
+        pos = start - start % page
+        while pos < end:
+            n = min(_PREFAULT_CHUNK, end - pos)
+            n += (-n) % page
+            n = min(n, self.file_size - pos)
+            try:
+                self.mm.madvise(_MADV_POPULATE_WRITE, pos, n)
+            except (OSError, ValueError):
+                try:
+                    self.mm.madvise(mmap.MADV_WILLNEED, pos, n)
+                except (OSError, ValueError):
+                    return
+            pos += n
+
+    def flush(self) -> int:
+        """Make every written byte durable (fdatasync also writes back pages dirtied via the map)."""
+        if self._closed:
+            raise StoreClosedError(f"{self.path} is closed")
+        if self.flushed_position < self.wrote_position and not self.read_only:
+            os.fdatasync(self.fd)
+            self.flushed_position = self.wrote_position
+        return self.flushed_position
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.mm.close()  # BufferError while a view is exported: the caller must release views first
+        os.close(self.fd)
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def destroy(self) -> None:
+        self.close()
+        os.unlink(self.path)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+
+
+class MappedFileQueue:
+    """The ordered files of one directory (a CommitLog, or one consume queue)."""
+
+    def __init__(
+        self, directory: str | os.PathLike[str], file_size: int, *, read_only: bool = False,
+    ) -> None:
+        if file_size <= 0:
+            raise ConfigError(f"file size must be positive, not {file_size}")
+        self.directory = Path(directory)
+        self.file_size = file_size
+        self.read_only = read_only
+        self.files: list[MappedFile] = []
+        self._lock = threading.Lock()
+        self._prepared: MappedFile | None = None
+        self._prepare_thread: threading.Thread | None = None
+
+    # -- loading ------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Map every existing file (MappedFileQueue.doLoad); positions start at the file size."""
+        if not self.directory.is_dir():
+            return
+        named = []
+        for entry in os.scandir(self.directory):
+            off = L.file_name_to_offset(entry.name)
+            if off is not None and entry.is_file():
+                named.append((off, entry.path))
+        named.sort()
+        for i, (off, path) in enumerate(named):
+            size = os.path.getsize(path)
+            if size == 0 and i == len(named) - 1:
+                if not self.read_only:
+                    os.unlink(path)  # an empty last file is deleted, as RocketMQ does
+                continue
+            if off % self.file_size != 0:
+                raise ConfigError(
+                    f"{path}: start offset {off} is not a multiple of the file size {self.file_size}"
+                )
+            mf = MappedFile(path, off, self.file_size, read_only=self.read_only)
+            mf.wrote_position = mf.flushed_position = self.file_size
+            self.files.append(mf)
+
+    # -- lookup ---------------------------------------------------------------------------------
+    def first(self) -> MappedFile | None:
+        return self.files[0] if self.files else None
+
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else -1
+
+    def max_offset(self) -> int:
+        """One past the last written byte."""
+        last = self.last()
+        return last.file_from_offset + last.wrote_position if last else 0
+
+    def find(self, offset: int) -> MappedFile:
+        """The file holding global ``offset`` (MappedFileQueue.findMappedFileByOffset)."""
+        files = self.files
+        if not files:
+            raise OffsetOutOfRangeError(f"offset {offset}: {self.directory} has no files")
+        idx = (offset - files[0].file_from_offset) // self.file_size
+        if 0 <= idx < len(files):
+            mf = files[idx]
+            if mf.file_from_offset <= offset < mf.file_end_offset:
+                return mf
+        for mf in files:  # gaps (deleted middle files) are not expected, but never guess
+            if mf.file_from_offset <= offset < mf.file_end_offset:
+                return mf
+        raise OffsetOutOfRangeError(
+            f"offset {offset} is outside {self.directory} [{self.min_offset()}, {files[-1].file_end_offset})"
+        )
+
+    def __iter__(self) -> Iterator[MappedFile]:
+        return iter(list(self.files))
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    # -- writing --------------------------------------------------------------------------------
+    def _create(self, start: int) -> MappedFile:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / L.offset_to_file_name(start)
+        if path.exists() and path.stat().st_size == 0:
+            path.unlink()
+        if path.exists():
+            mf = MappedFile(path, start, self.file_size)
+        else:
+            mf = MappedFile(path, start, self.file_size, create=True)
+        return mf
+
+    def last_for_write(self, start_if_empty: int = 0) -> MappedFile:
+        """The file to append to, creating the next one when the last is full (or none exists)."""
+        last = self.last()
+        if last is not None and not last.is_full():
+            return last
+        start = start_if_empty - start_if_empty % self.file_size if last is None else last.file_end_offset
+        mf = self._take_prepared(start)
+        if mf is None:
+            mf = self._create(start)
+        self.files.append(mf)
+        return mf
+
+    def _take_prepared(self, start: int) -> MappedFile | None:
+        t = self._prepare_thread
+        if t is not None:
+            t.join()
+            self._prepare_thread = None
+        mf, self._prepared = self._prepared, None
+        if mf is not None and mf.file_from_offset != start:
+            mf.destroy()
+            return None
+        return mf
+
+    def prepare_next(self, prefault: bool = True) -> None:
+        """Create and pre-fault the next file off the hot path (AllocateMappedFileService)."""
+        last = self.last()
+        if last is None or self.read_only or self._prepare_thread is not None or self._prepared:
+            return
+        start = last.file_end_offset
+
+        def work() -> None:
+            mf = self._create(start)
+            if prefault:
+                mf.prefault()
+            self._prepared = mf
+
+        t = threading.Thread(target=work, name="rmqcore-allocate", daemon=True)
+        self._prepare_thread = t
+        t.start()
+
+    def discard_prepared(self) -> None:
+        """Delete a pre-allocated next file (a clean shutdown leaves none behind, like RocketMQ)."""
+        t = self._prepare_thread
+        if t is not None:
+            t.join()
+            self._prepare_thread = None
+        mf, self._prepared = self._prepared, None
+        if mf is not None:
+            mf.destroy()
+
+    def truncate_dirty(self, offset: int) -> None:
+        """MappedFileQueue.truncateDirtyFiles: files entirely after ``offset`` are deleted; the file
+        holding it gets its positions set to ``offset`` (bytes after it are not zeroed)."""
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.file_end_offset > offset:
+                if offset >= mf.file_from_offset:
+                    mf.wrote_position = mf.flushed_position = offset - mf.file_from_offset
+                else:
+                    mf.destroy()
+                    continue
+            keep.append(mf)
+        self.files = keep
+
+    def delete_first(self) -> MappedFile | None:
+        """Remove the oldest file (retention); never the last one."""
+        if len(self.files) <= 1:
+            return None
+        mf = self.files.pop(0)
+        mf.destroy()
+        return mf
+
+    def flush(self) -> int:
+        """Flush every file with unflushed bytes; returns the global flushed offset."""
+        for mf in self.files:
+            if mf.flushed_position < mf.wrote_position:
+                mf.flush()
+        last = self.last()
+        return last.file_from_offset + last.flushed_position if last else 0
+
+    def close(self) -> None:
+        self.discard_prepared() if not self.read_only else None
+        for mf in self.files:
+            mf.close()
+        self.files = []

@@ -1,0 +1,282 @@
+"""Messages as RocketMQ shapes them: the properties string, hosts, message ids, decoded records.
+
+Properties (MessageDecoder.messageProperties2String / string2messageProperties): ``name\\x01value``
+pairs separated by ``\\x02``. 4.x writes no trailing separator, 5.x ends every pair with one.
+Parsing keeps a segment only when both name and value are non-empty; later duplicates win.
+
+Offset message id (MessageDecoder.createMessageId): store host address (4|16 bytes) + port (int)
++ physical offset (long), upper-case hex: 32 chars (IPv4) or 56 (IPv6).
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from . import layout as L
+from .errors import InvalidMessageError, InvalidTopicError
+
+__all__ = [
+    "parse_properties",
+    "properties_to_string",
+    "Host",
+    "parse_host",
+    "format_host",
+    "create_message_id",
+    "decode_message_id",
+    "MessageExt",
+    "validate_topic",
+]
+
+_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+def validate_topic(topic: str, max_len: int = L.MAX_TOPIC_LEN) -> bytes:
+    """TopicValidator: non-empty, characters in ``[%|a-zA-Z0-9_-]``, at most ``max_len`` chars."""
+    if not isinstance(topic, str):
+        raise InvalidTopicError(f"topic must be str, not {type(topic).__name__}")
+    if not topic:
+        raise InvalidTopicError("topic is empty")
+    if len(topic) > max_len:
+        raise InvalidTopicError(f"topic of {len(topic)} chars is longer than {max_len}")
+    if not _TOPIC_RE.match(topic):
+        raise InvalidTopicError(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
+    return topic.encode("ascii")
+
+
+def parse_properties(s: str) -> dict[str, str]:
+    """string2messageProperties: the map a RocketMQ reader sees (empty names/values dropped)."""
+    out: dict[str, str] = {}
+    if not s:
+        return out
+    for seg in s.split(L.PROPERTY_SEPARATOR):
+        i = seg.find(L.NAME_VALUE_SEPARATOR)
+        if i > 0 and i < len(seg) - 1:
+            out[seg[:i]] = seg[i + 1 :]
+    return out
+
+
+def properties_to_string(props: Mapping[str, str] | Iterable[tuple[str, str]], flavour: int = 4) -> str:
+    """messageProperties2String in ``flavour`` 4 (no trailing separator) or 5 (trailing separator).
+
+    Pairs are written in the given order; names may not contain ``\\x01``/``\\x02`` and neither
+    may values (they would change the parse); None values are skipped, as Java skips them.
+    """
+    items = props.items() if isinstance(props, Mapping) else props
+    parts = []
+    for name, value in items:
+        if value is None:
+            continue
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidMessageError("property names and values must be str")
+        if not name:
+            raise InvalidMessageError("property names must be non-empty")
+        for t in (name, value):
+            if L.NAME_VALUE_SEPARATOR in t or L.PROPERTY_SEPARATOR in t:
+                raise InvalidMessageError(f"property {name!r} contains a \\x01 or \\x02 separator")
+        parts.append(name + L.NAME_VALUE_SEPARATOR + value)
+    if not parts:
+        return ""
+    s = L.PROPERTY_SEPARATOR.join(parts)
+    return s + L.PROPERTY_SEPARATOR if flavour >= 5 else s
+
+
+class Host(NamedTuple):
+    """A socket address as stored: raw address bytes (4 or 16) and port."""
+
+    address: bytes
+    port: int
+
+    def __str__(self) -> str:
+        return format_host(self.address, self.port)
+
+
+def parse_host(value: Any) -> Host:
+    """Accept ``"ip:port"``, ``"[v6]:port"``, ``"ip|port"`` (the goldens' form), ``(ip, port)`` or a Host."""
+    if isinstance(value, Host):
+        return value
+    try:
+        if isinstance(value, tuple) and len(value) == 2:
+            ip, port = value
+            addr = ipaddress.ip_address(ip)
+            port = int(port)
+        elif isinstance(value, str):
+            if "|" in value:
+                ip, _, p = value.rpartition("|")
+            elif value.startswith("["):
+                ip, _, p = value[1:].partition("]:")
+            else:
+                ip, _, p = value.rpartition(":")
+            addr = ipaddress.ip_address(ip)
+            port = int(p)
+        else:
+            raise TypeError
+    except (TypeError, ValueError):
+        raise InvalidMessageError(f"not a host address: {value!r} (use 'ip:port')") from None
+    if not 0 <= port <= 0x7FFFFFFF:
+        raise InvalidMessageError(f"port {port} out of range")
+    return Host(addr.packed, port)
+
+
+def format_address(address: bytes) -> str:
+    """The address as Java's InetAddress.getHostAddress prints it (IPv6 uncompressed, no zero padding)."""
+    if len(address) == 4:
+        return ".".join(str(b) for b in address)
+    if len(address) == 16:
+        return ":".join(f"{w:x}" for w in struct.unpack(">8H", address))
+    return address.hex()
+
+
+def format_host(address: bytes, port: int, sep: str = ":") -> str:
+    return f"{format_address(address)}{sep}{port}"
+
+
+_MSGID_V4 = struct.Struct(">4siq")
+_MSGID_V6 = struct.Struct(">16siq")
+
+
+def create_message_id(address: bytes, port: int, offset: int) -> str:
+    """MessageDecoder.createMessageId: upper-case hex of address + port + physical offset."""
+    st = _MSGID_V4 if len(address) == 4 else _MSGID_V6
+    return st.pack(address, port, offset).hex().upper()
+
+
+def decode_message_id(msg_id: str) -> tuple[Host, int]:
+    """MessageDecoder.decodeMessageId: ``(store host, physical offset)``; 32 hex chars = IPv4."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except (TypeError, ValueError):
+        raise InvalidMessageError(f"message id {msg_id!r} is not hex") from None
+    if len(raw) == 16:
+        a, p, o = _MSGID_V4.unpack(raw)
+    elif len(raw) == 28:
+        a, p, o = _MSGID_V6.unpack(raw)
+    else:
+        raise InvalidMessageError(f"message id {msg_id!r} must have 32 or 56 hex digits")
+    return Host(a, p), o
+
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+# MessageStoreConfig.messageDelayLevel: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+DEFAULT_DELAY_LEVELS_MS = (
+    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000,
+    480_000, 540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
+)
+
+
+def compute_tags_code(
+    topic: str, properties: Mapping[str, str], store_timestamp: int,
+    delay_levels_ms: tuple[int, ...] = DEFAULT_DELAY_LEVELS_MS,
+) -> int:
+    """tagsCode as CommitLog.checkMessageAndReturnSize computes it for dispatch.
+
+    The hash of the whole TAGS string (sign-extended), 0 without tags; for ``SCHEDULE_TOPIC_XXXX``
+    with a DELAY level > 0 the delivery time (store time + the level's delay, capped at the
+    highest level; an unknown level gives store time + 1000).
+    """
+    from ._impl import hashing
+
+    if topic == SCHEDULE_TOPIC:
+        d = properties.get(L.PROPERTY_DELAY)
+        if d is not None:
+            try:
+                level = int(d)
+            except ValueError:
+                level = 0
+            if level > 0:
+                level = min(level, len(delay_levels_ms))
+                return store_timestamp + delay_levels_ms[level - 1]
+    tags = properties.get(L.PROPERTY_TAGS)
+    return hashing.tags_code(tags) if tags else 0
+
+
+class MessageExt:
+    """A decoded CommitLog record (MessageExt). Built from a codec raw tuple; strings decoded lazily.
+
+    ``position`` is the global CommitLog offset the record was read at (``physical_offset`` is the
+    PHYSICALOFFSET field stored inside it; the two agree in a healthy store).
+    """
+
+    __slots__ = (
+        "position", "size", "magic", "body_crc", "queue_id", "flag", "queue_offset",
+        "physical_offset", "sys_flag", "born_timestamp", "born_host", "store_timestamp",
+        "store_host", "reconsume_times", "prepared_transaction_offset", "body", "topic_bytes",
+        "properties_bytes", "_props",
+    )
+
+    def __init__(self, position: int, raw: tuple[Any, ...]) -> None:
+        (
+            self.size, self.magic, self.body_crc, self.queue_id, self.flag, self.queue_offset,
+            self.physical_offset, self.sys_flag, self.born_timestamp, born_addr, born_port,
+            self.store_timestamp, store_addr, store_port, self.reconsume_times,
+            self.prepared_transaction_offset, self.body, self.topic_bytes, self.properties_bytes,
+        ) = raw
+        self.position = position
+        self.born_host = Host(born_addr, born_port)
+        self.store_host = Host(store_addr, store_port)
+        self._props: dict[str, str] | None = None
+
+    @property
+    def topic(self) -> str:
+        return self.topic_bytes.decode("utf-8", "replace")
+
+    @property
+    def properties_string(self) -> str:
+        """The stored properties string exactly (invalid UTF-8 replaced as Java would)."""
+        return self.properties_bytes.decode("utf-8", "replace")
+
+    @property
+    def properties(self) -> dict[str, str]:
+        if self._props is None:
+            self._props = parse_properties(self.properties_string)
+        return self._props
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(L.PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        """KEYS split on single spaces, empty tokens dropped (as IndexService indexes them)."""
+        k = self.properties.get(L.PROPERTY_KEYS)
+        return [t for t in k.split(L.KEY_SEPARATOR) if t] if k else []
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(L.PROPERTY_UNIQ_KEY)
+
+    @property
+    def msg_id(self) -> str:
+        return create_message_id(self.store_host.address, self.store_host.port, self.physical_offset)
+
+    @property
+    def compression_type(self) -> str | None:
+        from .compression import compression_type
+
+        return compression_type(self.sys_flag)
+
+    def decompressed_body(self) -> bytes:
+        from .compression import decompress_body
+
+        return decompress_body(self.sys_flag, self.body)
+
+    @property
+    def tags_code(self) -> int:
+        """The consume-queue tags code dispatch computes (delivery time for the delay topic)."""
+        return compute_tags_code(self.topic, self.properties, self.store_timestamp)
+
+    @property
+    def transaction_type(self) -> int:
+        return self.sys_flag & L.TRANSACTION_MASK
+
+    @property
+    def version(self) -> int:
+        return 2 if self.magic == L.MAGIC_V2 else 1
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+            f"position={self.position}, size={self.size}, body={len(self.body)} bytes)"
+        )

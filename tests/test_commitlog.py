@@ -1,0 +1,236 @@
+"""CommitLog and MappedFileQueue behaviour: rolling, BLANK rule, validation, reopening, errors."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rmqcore import layout as L
+from rmqcore.commitlog import Blank, CommitLog, ScanStop
+from rmqcore.errors import (
+    ChecksumError,
+    ConfigError,
+    InvalidMessageError,
+    InvalidTopicError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    PropertiesTooLargeError,
+    StoreClosedError,
+)
+from rmqcore.message import MessageExt, decode_message_id
+
+FS = 4096
+
+
+def _cl(path: Path, impl, **kw) -> CommitLog:
+    kw.setdefault("file_size", FS)
+    kw.setdefault("store_host", "10.0.0.1:10911")
+    kw.setdefault("clock", lambda: 1_700_000_000_000)
+    return CommitLog(path, impl=impl.name, **kw)
+
+
+def _files(path: Path) -> list[str]:
+    return sorted(os.listdir(path / "commitlog"))
+
+
+def test_append_read_roundtrip_and_msgid(tmp_path: Path, impl) -> None:
+    with _cl(tmp_path, impl) as cl:
+        r = cl.put("TopicA", b"hello", 3, tags="TagA", keys=["k1", "k2"], properties={"x": "y"})
+        assert (r.physical_offset, r.queue_offset, r.store_timestamp) == (0, 0, 1_700_000_000_000)
+        m = cl.read(0, verify_crc=True)
+        assert (m.topic, m.queue_id, m.body, m.tags, m.keys, m.properties["x"]) == (
+            "TopicA", 3, b"hello", "TagA", ["k1", "k2"], "y")
+        assert m.size == r.size and m.physical_offset == 0
+        host, off = decode_message_id(r.msg_id)
+        assert (str(host), off) == ("10.0.0.1:10911", 0)
+        r2 = cl.put("TopicA", b"", 3)
+        assert r2.queue_offset == 1 and r2.physical_offset == r.size
+
+
+def test_queue_offsets_per_topic_queue_and_transactions(tmp_path: Path, impl) -> None:
+    with _cl(tmp_path, impl) as cl:
+        assert [cl.put("T", b"a", 0).queue_offset for _ in range(3)] == [0, 1, 2]
+        assert cl.put("T", b"a", 1).queue_offset == 0
+        assert cl.put("U", b"a", 0).queue_offset == 0
+        prep = cl.put("T", b"half", 0, sys_flag=L.TRANSACTION_PREPARED)
+        assert prep.queue_offset == 0
+        assert cl.put("T", b"rb", 0, sys_flag=L.TRANSACTION_ROLLBACK, prepared_transaction_offset=prep.physical_offset).queue_offset == 0
+        assert cl.put("T", b"commit", 0, sys_flag=L.TRANSACTION_COMMIT).queue_offset == 3
+
+
+def test_roll_writes_blank_and_every_file_ends_with_one(tmp_path: Path, impl) -> None:
+    body = b"x" * 300
+    with _cl(tmp_path, impl, prepare_next=False) as cl:
+        results = [cl.put("TopicA", body, 0) for _ in range(40)]
+        size = results[0].size
+        per_file = (FS - 8) // size  # a record is appended only if size + 8 <= bytes left
+        assert results[per_file].physical_offset == FS
+        assert results[per_file - 1].physical_offset == (per_file - 1) * size
+        items = list(cl.iter_records())
+    blanks = [i for i in items if isinstance(i, Blank)]
+    assert blanks[0] == Blank(per_file * size, FS - per_file * size, FS)
+    assert all(b.file_end % FS == 0 for b in blanks)
+    assert sum(isinstance(i, MessageExt) for i in items) == 40
+
+
+def test_exact_fit_rules(tmp_path: Path, impl) -> None:
+    with _cl(tmp_path, impl, prepare_next=False) as cl:
+        first = cl.put("T", b"", 0)
+        base = first.size  # 91 + topic 1 = 92 bytes with empty body and properties
+        # a record leaving exactly 8 bytes fits; an 8-byte BLANK follows
+        n = FS - first.size - 8 - base
+        r = cl.put("T", b"z" * n, 0)
+        assert r.physical_offset == first.size and r.physical_offset + r.size == FS - 8
+        nxt = cl.put("T", b"", 0)
+        assert nxt.physical_offset == FS
+    with _cl(tmp_path / "b", impl, prepare_next=False) as cl:
+        first = cl.put("T", b"", 0)
+        # msgLen == bytes left does not fit (needs 8 more)
+        r = cl.put("T", b"z" * (FS - first.size - first.size), 0)
+        assert r.physical_offset == FS
+        items = list(cl.iter_records())
+        assert items[1] == Blank(first.size, FS - first.size, FS)
+
+
+def test_batch_never_splits_and_is_all_or_nothing(tmp_path: Path, impl) -> None:
+    with _cl(tmp_path, impl, prepare_next=False) as cl:
+        cl.put("T", b"x" * 3000, 1)
+        b = cl.put_batch("T", [b"a" * 300] * 5, 1, properties={"k": "v"})
+        assert b.physical_offset == FS  # whole batch moved to the next file
+        assert b.queue_offset == 1 and b.count == 5
+        offs = b.physical_offsets
+        assert [cl.read(o).queue_offset for o in offs] == [1, 2, 3, 4, 5]
+        assert len(b.msg_id.split(",")) == 5
+        before = cl.max_offset
+        with pytest.raises(MessageTooLargeError):
+            cl.put_batch("T", [b"a" * 3000, b"b" * 3000], 1)
+        with pytest.raises(InvalidMessageError):
+            cl.put_batch("T", [b"a", "not bytes"], 1)  # type: ignore[list-item]
+        assert cl.max_offset == before
+        assert cl.put("T", b"after", 1).queue_offset == 6
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc",
+    [
+        (dict(topic="bad topic"), InvalidTopicError),
+        (dict(topic=""), InvalidTopicError),
+        (dict(topic="T" * 256), InvalidTopicError),
+        (dict(topic="主题"), InvalidTopicError),
+        (dict(body="text"), InvalidMessageError),
+        (dict(body=b"x" * 1025), MessageTooLargeError),
+        (dict(properties={"p": "v" * 32767}), PropertiesTooLargeError),
+        (dict(properties={"a\x01b": "v"}), InvalidMessageError),
+        (dict(queue_id=-1), InvalidMessageError),
+        (dict(flag=2**31), InvalidMessageError),
+        (dict(born_host="nonsense"), InvalidMessageError),
+        (dict(born_timestamp=2**63), InvalidMessageError),
+    ],
+)
+def test_bad_input_raises_and_writes_nothing(tmp_path: Path, impl, kwargs, exc) -> None:
+    with _cl(tmp_path, impl, max_message_size=1024) as cl:
+        cl.put("T", b"first", 0)
+        before = cl.max_offset
+        args = dict(topic="T", body=b"b", queue_id=0)
+        args.update(kwargs)
+        with pytest.raises(exc):
+            cl.put(args.pop("topic"), args.pop("body"), args.pop("queue_id"), **args)
+        assert cl.max_offset == before
+        assert cl.put("T", b"next", 0).queue_offset == 1
+
+
+def test_flavour_4_limits_topic_and_5_uses_v2(tmp_path: Path, impl) -> None:
+    long_topic = "t" * 200
+    with _cl(tmp_path / "4", impl, flavour=4) as cl:
+        with pytest.raises(InvalidTopicError):
+            cl.put(long_topic, b"x")
+        cl.put("t" * 127, b"x", properties={"a": "b"})
+        assert cl.read(0).properties_string == "a\x01b"
+    with _cl(tmp_path / "5", impl, flavour=5) as cl:
+        r = cl.put(long_topic, b"x", properties={"a": "b"})
+        m = cl.read(r.physical_offset)
+        assert (m.magic, m.topic, m.properties_string) == (L.MAGIC_V2, long_topic, "a\x01b\x02")
+        m127 = cl.read(cl.put("t" * 127, b"x").physical_offset)
+        assert m127.magic == L.MAGIC_V1
+
+
+def test_reopen_continues_at_end(tmp_path: Path, impl) -> None:
+    with _cl(tmp_path, impl) as cl:
+        for i in range(30):
+            cl.put("T", b"y" * 200, i % 2)
+        end = cl.max_offset
+    assert _files(tmp_path)[-1] == L.offset_to_file_name(end - end % FS)  # no pre-allocated file left
+    with _cl(tmp_path, impl) as cl:
+        assert cl.max_offset == end
+        cl.rebuild_queue_offsets()
+        assert cl.put("T", b"z", 0).queue_offset == 15
+        assert cl.read(end).body == b"z"
+
+
+def test_torn_tail_is_cut_on_open(tmp_path: Path, impl) -> None:
+    with _cl(tmp_path, impl, prepare_next=False) as cl:
+        rs = [cl.put("T", b"q" * 100, 0) for _ in range(5)]
+    last = rs[-1]
+    path = tmp_path / "commitlog" / L.offset_to_file_name(0)
+    with open(path, "r+b") as f:
+        f.seek(last.physical_offset + 50)
+        f.write(b"\0" * (last.size - 50))
+    with _cl(tmp_path, impl) as cl:
+        assert cl.max_offset == last.physical_offset
+        assert cl.put("T", b"new", 0).physical_offset == last.physical_offset
+
+
+def test_corrupt_record_error_names_file_and_offset(tmp_path: Path, impl) -> None:
+    with _cl(tmp_path, impl, prepare_next=False) as cl:
+        rs = [cl.put("T", b"q" * 100, 0) for _ in range(3)]
+    path = tmp_path / "commitlog" / L.offset_to_file_name(0)
+    data = bytearray(path.read_bytes())
+    data[rs[1].physical_offset + 100] ^= 0x40  # a body byte of the middle record
+    path.write_bytes(bytes(data))
+    with _cl(tmp_path, impl, check_crc=False) as cl:
+        with pytest.raises(ChecksumError) as ei:
+            cl.read(rs[1].physical_offset, verify_crc=True)
+        assert ei.value.path == str(path) and ei.value.position == rs[1].physical_offset
+        items = list(cl.iter_records(verify_crc=True))
+        assert isinstance(items[-1], ScanStop) and items[-1].status == L.ST_BAD_CRC
+        assert items[-1].position == rs[1].physical_offset
+        with pytest.raises(OffsetOutOfRangeError):
+            cl.read(10**9)
+
+
+def test_wrong_sized_file_is_a_clear_error_and_empty_last_file_deleted(tmp_path: Path, impl) -> None:
+    d = tmp_path / "commitlog"
+    d.mkdir()
+    (d / L.offset_to_file_name(0)).write_bytes(b"\0" * 100)
+    (d / L.offset_to_file_name(FS)).write_bytes(b"")
+    with pytest.raises(ConfigError, match="length 100"):
+        _cl(tmp_path, impl)
+    (d / L.offset_to_file_name(0)).write_bytes(b"\0" * FS)
+    (d / "notes.txt").write_text("stray")
+    with _cl(tmp_path, impl) as cl:
+        assert cl.max_offset == 0
+    assert not (d / L.offset_to_file_name(FS)).exists()
+
+
+def test_closed_commitlog_refuses_use(tmp_path: Path, impl) -> None:
+    cl = _cl(tmp_path, impl)
+    cl.put("T", b"x")
+    cl.close()
+    cl.close()
+    with pytest.raises(StoreClosedError):
+        cl.put("T", b"x")
+    with pytest.raises(StoreClosedError):
+        cl.read(0)
+
+
+def test_read_batch_columns_match_records(tmp_path: Path, impl) -> None:
+    with _cl(tmp_path, impl, prepare_next=False) as cl:
+        rs = [cl.put(f"T{i % 3}", bytes([i]) * i, i % 4, tags=f"g{i}") for i in range(20)]
+        got = []
+        off = 0
+        while off < cl.max_offset:
+            b = cl.read_batch(off, 7, verify_crc=True)
+            got.extend(zip(b.physical_positions.tolist(), b.topics(), b.bodies(), b.column("queue_id").tolist()))
+            off = b.next_offset
+    assert got == [(r.physical_offset, f"T{i % 3}", bytes([i]) * i, i % 4) for i, r in enumerate(rs)]
