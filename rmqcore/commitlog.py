@@ -15,8 +15,6 @@ offsets may run concurrently from other threads.
 """
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -36,9 +34,7 @@ from .errors import (
 )
 from .mappedfile import MappedFile, MappedFileQueue
 from .message import (
-    Host,
     MessageExt,
-    create_message_id,
     parse_host,
     properties_to_string,
     validate_topic,
@@ -46,64 +42,8 @@ from .message import (
 
 __all__ = ["CommitLog", "AppendResult", "BatchAppendResult", "Blank", "ScanStop", "RecordBatch"]
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class AppendResult:
-    """What one append returns (AppendMessageResult): physical offset, size, queue offset, store time."""
-
-    __slots__ = ("physical_offset", "size", "queue_offset", "store_timestamp", "_host")
-
-    def __init__(self, physical_offset: int, size: int, queue_offset: int, store_timestamp: int, host: Host):
-        self.physical_offset = physical_offset
-        self.size = size
-        self.queue_offset = queue_offset
-        self.store_timestamp = store_timestamp
-        self._host = host
-
-    @property
-    def msg_id(self) -> str:
-        """The offset message id (store host + physical offset)."""
-        return create_message_id(self._host.address, self._host.port, self.physical_offset)
-
-    def __repr__(self) -> str:
-        return (
-            f"AppendResult(physical_offset={self.physical_offset}, size={self.size}, "
-            f"queue_offset={self.queue_offset}, store_timestamp={self.store_timestamp})"
-        )
-
-
-class BatchAppendResult:
-    """What a batch append returns: first physical offset, total bytes, first queue offset, sizes."""
-
-    __slots__ = ("physical_offset", "size", "queue_offset", "store_timestamp", "count", "sizes", "_host")
-
-    def __init__(self, physical_offset: int, size: int, queue_offset: int, store_timestamp: int,
-                 count: int, sizes: np.ndarray, host: Host):
-        self.physical_offset = physical_offset
-        self.size = size
-        self.queue_offset = queue_offset
-        self.store_timestamp = store_timestamp
-        self.count = count
-        self.sizes = sizes
-        self._host = host
-
-    @property
-    def physical_offsets(self) -> list[int]:
-        offs = np.concatenate(([0], np.cumsum(self.sizes[:-1]))) + self.physical_offset
-        return [int(x) for x in offs]
-
-    @property
-    def msg_ids(self) -> list[str]:
-        h = self._host
-        return [create_message_id(h.address, h.port, o) for o in self.physical_offsets]
-
-    @property
-    def msg_id(self) -> str:
-        """Comma-joined ids of every message, as RocketMQ's batch AppendMessageResult gives them."""
-        return ",".join(self.msg_ids)
+AppendResult = _impl.kernel("appender").AppendResult
+BatchAppendResult = _impl.kernel("appender").BatchAppendResult
 
 
 class Blank(NamedTuple):
@@ -168,18 +108,20 @@ class CommitLog:
         self.file_size = file_size
         self.flavour = flavour
         self.store_host = parse_host(store_host)
-        self.clock = clock or _now_ms
+        self.clock = clock
         self.max_message_size = max_message_size
         self.read_only = read_only
         self.check_crc = check_crc
         self.prepare_next = prepare_next and not read_only
         self._codec = _impl.kernel("codec", impl)
-        self._lock = threading.RLock()
-        self._topics: dict[str, bytes] = {}
-        self.topic_queue_table: dict[tuple[str, int], int] = {}
         self._closed = False
         self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only)
         self.queue.load()
+        self._appender = _impl.kernel("appender", impl).Appender(
+            self, file_size, self.store_host.address, self.store_host.port, max_message_size, clock, flavour
+        )
+        if not read_only:
+            self.put = self._appender.put  # the native hot path, one C call per message
         if recover:
             self.recover_normally()
 
@@ -230,6 +172,7 @@ class CommitLog:
 
     def set_end(self, end: int) -> None:
         """Make ``end`` the end of the log: later files are dropped, the one holding it is cut."""
+        self._appender.set_file(None)
         if self.read_only:
             for mf in self.queue.files:
                 mf.wrote_position = mf.flushed_position = min(max(end - mf.file_from_offset, 0), mf.file_size)
@@ -245,15 +188,23 @@ class CommitLog:
             ):
                 key = (item.topic, item.queue_id)
                 table[key] = max(table.get(key, 0), item.queue_offset + 1)
-        self.topic_queue_table = table
+        self._appender.clear_queue_offsets()
+        for (topic, qid), nxt in table.items():
+            self._appender.set_queue_offset(topic, qid, nxt)
+
+    @property
+    def topic_queue_table(self) -> dict[tuple[str, int], int]:
+        """Next queue offset per (topic, queue id) (a copy)."""
+        return self._appender.queue_offsets()
+
+    def set_queue_offset(self, topic: str, queue_id: int, next_offset: int) -> None:
+        """Set the next queue offset of a topic/queue (recovery restores these from consume queues)."""
+        self._appender.set_queue_offset(topic, queue_id, next_offset)
 
     # -- validation -------------------------------------------------------------------------------
     def _topic_bytes(self, topic: str) -> bytes:
-        tb = self._topics.get(topic)
-        if tb is None:
-            tb = validate_topic(topic, L.MAX_TOPIC_LEN_V1 if self.flavour == 4 else L.MAX_TOPIC_LEN)
-            self._topics[topic] = tb
-        return tb
+        """Validate a topic (the appender caches the answer per distinct topic)."""
+        return validate_topic(topic, L.MAX_TOPIC_LEN_V1 if self.flavour == 4 else L.MAX_TOPIC_LEN)
 
     def _properties_bytes(
         self, tags: str | None, keys: str | Sequence[str] | None, properties: Mapping[str, str] | None,
@@ -289,6 +240,18 @@ class CommitLog:
                 f"properties of {len(b)} UTF-8 bytes exceed {L.MAX_PROPERTIES_LEN} (PROPERTIES_SIZE_EXCEEDED)"
             )
         return b
+
+    def _host(self, value: Any) -> tuple[bytes, int]:
+        h = parse_host(value)
+        return h.address, h.port
+
+    def _roll(self, mf: MappedFile | None) -> MappedFile:
+        """The appender's current file is full (or none is bound): the file to write into next."""
+        if self._closed:
+            raise StoreClosedError("the CommitLog is closed")
+        if self.read_only:
+            raise ConfigError("the CommitLog was opened read-only")
+        return self._writable(self.max_offset)
 
     def _check_body(self, body: Any) -> bytes:
         if not isinstance(body, (bytes, bytearray, memoryview)):
@@ -332,41 +295,12 @@ class CommitLog:
         self._check_open()
         if self.read_only:
             raise ConfigError("the CommitLog was opened read-only")
-        tb = self._topic_bytes(topic)
-        body = self._check_body(body)
-        pb = self._properties_bytes(tags, keys, properties, properties_raw)
-        if type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
-            raise InvalidMessageError(f"queue_id must be a non-negative int, not {queue_id!r}")
-        bh = self.store_host if born_host is None else parse_host(born_host)
-        v2 = len(topic) > L.MAX_TOPIC_LEN_V1
-        tran = sys_flag & L.TRANSACTION_MASK
-        no_queue = tran == L.TRANSACTION_PREPARED or tran == L.TRANSACTION_ROLLBACK
-        sh = self.store_host if store_host is None else parse_host(store_host)
-        codec = self._codec
-        with self._lock:
-            self._check_open()
-            ts = self.clock()
-            key = (topic, queue_id)
-            qoff = 0 if no_queue else self.topic_queue_table.get(key, 0)
-            mf = self._writable(self.max_offset)
-            for _attempt in (0, 1):
-                pos = mf.wrote_position
-                n = codec.encode_record(
-                    mf.mm, pos, self.file_size - pos, tb, queue_id, flag, qoff, mf.file_from_offset + pos,
-                    sys_flag, ts if born_timestamp is None else born_timestamp, bh.address, bh.port, ts,
-                    sh.address, sh.port, reconsume_times, prepared_transaction_offset, body, pb, v2,
-                )
-                if n > 0:
-                    break
-                if pos == 0 or -n + L.BLANK_SIZE > self.file_size:
-                    raise MessageTooLargeError(f"a record of {-n} bytes does not fit in a {self.file_size}-byte file")
-                codec.encode_blank(mf.mm, pos, self.file_size - pos)
-                mf.wrote_position = self.file_size
-                mf = self._writable(mf.file_end_offset)
-            mf.wrote_position = pos + n
-            if not no_queue:
-                self.topic_queue_table[key] = qoff + 1
-            return AppendResult(mf.file_from_offset + pos, n, qoff, ts, sh)
+        return self._appender.put(  # type: ignore[no-any-return]
+            topic, body, queue_id, tags=tags, keys=keys, properties=properties,
+            properties_raw=properties_raw, flag=flag, sys_flag=sys_flag, born_timestamp=born_timestamp,
+            born_host=born_host, reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset, store_host=store_host,
+        )
 
     def put_batch(
         self,
@@ -398,7 +332,15 @@ class CommitLog:
         n = len(bodies)
         if n == 0:
             raise InvalidMessageError("a batch needs at least one message")
-        blist = [self._check_body(b) for b in bodies]
+        blist = bodies if type(bodies) is list else list(bodies)
+        try:
+            longest = max(map(len, blist))
+        except TypeError:
+            raise InvalidMessageError("batch bodies must be bytes-like") from None
+        if longest > self.max_message_size:
+            raise MessageTooLargeError(
+                f"a body of {longest} bytes exceeds the maximum message size {self.max_message_size}"
+            )
         if properties_raw is not None:
             if properties is not None or len(properties_raw) != n:
                 raise InvalidMessageError("properties_raw needs one string per body and excludes properties")
@@ -419,32 +361,15 @@ class CommitLog:
             raise InvalidMessageError(f"queue_id must be a non-negative int, not {queue_id!r}")
         bh = self.store_host if born_host is None else parse_host(born_host)
         sh = self.store_host if store_host is None else parse_host(store_host)
-        v2 = len(topic) > L.MAX_TOPIC_LEN_V1
-        sizes = np.empty(n, dtype=np.int64)
-        codec = self._codec
-        with self._lock:
-            self._check_open()
-            ts = self.clock()
-            key = (topic, queue_id)
-            qoff = self.topic_queue_table.get(key, 0)
-            mf = self._writable(self.max_offset)
-            for _attempt in (0, 1):
-                pos = mf.wrote_position
-                cnt, total = codec.encode_batch(
-                    mf.mm, pos, self.file_size - pos, tb, queue_id, qoff, mf.file_from_offset + pos,
-                    sys_flag, ts if born_timestamp is None else born_timestamp, bh.address, bh.port, ts,
-                    sh.address, sh.port, blist, plist, flags, v2, sizes,
-                )
-                if total > 0:
-                    break
-                if pos == 0 or -total + L.BLANK_SIZE > self.file_size:
-                    raise MessageTooLargeError(f"a batch of {-total} bytes does not fit in a {self.file_size}-byte file")
-                codec.encode_blank(mf.mm, pos, self.file_size - pos)
-                mf.wrote_position = self.file_size
-                mf = self._writable(mf.file_end_offset)
-            mf.wrote_position = pos + total
-            self.topic_queue_table[key] = qoff + cnt
-            return BatchAppendResult(mf.file_from_offset + pos, total, qoff, ts, cnt, sizes, sh)
+        if born_timestamp is not None and (type(born_timestamp) is not int or not -(2**63) <= born_timestamp < 2**63):
+            raise InvalidMessageError(f"born_timestamp {born_timestamp!r} is not a Java long")
+        try:
+            return self._appender.put_batch(  # type: ignore[no-any-return]
+                tb, topic, queue_id, blist, plist, flags, sys_flag, born_timestamp, bh.address, bh.port,
+                sh.address, sh.port,
+            )
+        except (TypeError, OverflowError) as e:
+            raise InvalidMessageError(f"invalid batch: {e}") from None
 
     def _writable(self, offset: int) -> MappedFile:
         last = self.queue.last()
@@ -539,18 +464,19 @@ class CommitLog:
 
     # -- maintenance ------------------------------------------------------------------------------
     def flush(self) -> int:
+        """Make every appended byte durable; returns the flushed offset."""
         self._check_open()
-        with self._lock:
-            return self.queue.flush()
+        return self.queue.flush()
 
     def close(self) -> None:
+        """Flush (unless read-only), unmap and close every file. Idempotent."""
         if self._closed:
             return
-        with self._lock:
-            if not self.read_only:
-                self.queue.flush()
-            self.queue.close()
-            self._closed = True
+        self._appender.close()
+        self._closed = True
+        if not self.read_only:
+            self.queue.flush()
+        self.queue.close()
 
     def __enter__(self) -> CommitLog:
         return self

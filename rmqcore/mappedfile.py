@@ -108,9 +108,10 @@ class MappedFile:
         """Make every written byte durable (fdatasync also writes back pages dirtied via the map)."""
         if self._closed:
             raise StoreClosedError(f"{self.path} is closed")
-        if self.flushed_position < self.wrote_position and not self.read_only:
+        wrote = self.wrote_position  # read first: bytes written during the sync stay unflushed
+        if self.flushed_position < wrote and not self.read_only:
             os.fdatasync(self.fd)
-            self.flushed_position = self.wrote_position
+            self.flushed_position = max(self.flushed_position, wrote)
         return self.flushed_position
 
     def close(self) -> None:

@@ -1,0 +1,530 @@
+# cython: language_level=3
+"""The CommitLog append hot path, native twin of ``rmqcore._pure.appender`` (see its docstring).
+
+``Appender.put`` does in one C call what the pure twin does in Python: validation of the common
+arguments, topic and queue-offset lookups, the store clock, properties built from ``tags``/``keys``,
+encoding with CRC straight into the mapped file. The writable buffer of the current file is
+acquired once per file (``set_file``) and released on roll/close, so the map stays exported (and
+cannot be closed or resized) while the appender may write into it. The writer lock is a C lock;
+a contended ``put`` waits for it with the GIL released. Unusual arguments (a properties mapping,
+non-ASCII tags, hosts as text) go through the owner's Python helpers, exactly as the pure twin.
+"""
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_AsLongLong, PyLong_Check
+from cpython.pythread cimport (
+    NOWAIT_LOCK,
+    WAIT_LOCK,
+    PyThread_acquire_lock,
+    PyThread_allocate_lock,
+    PyThread_free_lock,
+    PyThread_release_lock,
+    PyThread_type_lock,
+)
+from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_GET_LENGTH
+cimport cython
+from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memchr, memcpy, memset
+
+import numpy as np
+
+from ..errors import InvalidMessageError, MessageTooLargeError, StoreClosedError
+from ..message import create_message_id
+from . import codec as _codec
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+    void *PyUnicode_DATA(object o)
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk, timespec *tp)
+    enum: CLOCK_REALTIME
+
+cdef extern from "rmq_codec.h" nogil:
+    ctypedef struct rmq_msg:
+        const unsigned char *topic
+        const unsigned char *born_addr
+        const unsigned char *store_addr
+        const unsigned char *body
+        const unsigned char *props
+        int64_t topic_len
+        int64_t body_len
+        int64_t props_len
+        int32_t born_addr_len
+        int32_t store_addr_len
+        int32_t queue_id
+        int32_t flag
+        int32_t sys_flag
+        int32_t born_port
+        int32_t store_port
+        int32_t reconsume_times
+        int64_t queue_offset
+        int64_t physical_offset
+        int64_t born_timestamp
+        int64_t store_timestamp
+        int64_t prepared_tx_offset
+        int v2
+    int64_t rmq_record_size(int64_t body_len, int64_t topic_len, int64_t props_len, int64_t sys_flag, int v2)
+    uint32_t rmq_body_crc(const unsigned char *buf, size_t length)
+    void rmq_encode_record(unsigned char *dst, const rmq_msg *m, int64_t size, uint32_t body_crc)
+    void rmq_encode_blank(unsigned char *dst, int32_t remaining)
+
+DEF BLANK_SIZE = 8
+DEF MAX_PROPS = 32767
+DEF PROPS_STACK = 1024
+
+cdef int64_t I32_MIN = -2147483648
+cdef int64_t I32_MAX = 2147483647
+
+
+@cython.freelist(64)
+@cython.no_gc
+cdef class AppendResult:
+    """What one append returns (AppendMessageResult): physical offset, size, queue offset, store time."""
+
+    cdef readonly int64_t physical_offset
+    cdef readonly int64_t size
+    cdef readonly int64_t queue_offset
+    cdef readonly int64_t store_timestamp
+    cdef bytes _addr
+    cdef int32_t _port
+
+    def __init__(self, physical_offset, size, queue_offset, store_timestamp, addr, port):
+        self.physical_offset = physical_offset
+        self.size = size
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
+        self._addr = addr
+        self._port = port
+
+    @property
+    def msg_id(self):
+        """The offset message id (store host + physical offset), 32 or 56 upper-case hex digits."""
+        return create_message_id(self._addr, self._port, self.physical_offset)
+
+    def __repr__(self):
+        return (
+            f"AppendResult(physical_offset={self.physical_offset}, size={self.size}, "
+            f"queue_offset={self.queue_offset}, store_timestamp={self.store_timestamp})"
+        )
+
+
+cdef inline int64_t _wall_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef int _int_field(object v, str name, int64_t lo, int64_t hi, int64_t *out) except -1:
+    if not PyLong_Check(v):
+        raise InvalidMessageError(f"{name} must be an int, not {type(v).__name__}")
+    cdef int64_t x
+    try:
+        x = PyLong_AsLongLong(v)
+    except OverflowError:
+        raise InvalidMessageError(f"{name} {v} is out of range") from None
+    if x < lo or x > hi:
+        raise InvalidMessageError(f"{name} {v} is out of range")
+    out[0] = x
+    return 0
+
+
+@cython.final
+cdef class _Queues:
+    """Next queue offset of each queue id of one topic (a growable C array; -1 = never set)."""
+
+    cdef int64_t *v
+    cdef Py_ssize_t n
+
+    def __dealloc__(self):
+        free(self.v)
+
+    cdef inline int64_t get(self, int32_t qid) noexcept:
+        if qid < self.n and self.v[qid] >= 0:
+            return self.v[qid]
+        return 0
+
+    cdef int put(self, int32_t qid, int64_t value) except -1:
+        cdef Py_ssize_t m
+        cdef int64_t *p
+        if qid >= self.n:
+            m = max(<Py_ssize_t>qid + 1, self.n * 2, 8)
+            p = <int64_t *>realloc(self.v, m * sizeof(int64_t))
+            if p == NULL:
+                raise MemoryError()
+            memset(p + self.n, 0xFF, (m - self.n) * sizeof(int64_t))
+            self.v = p
+            self.n = m
+        self.v[qid] = value
+        return 0
+
+
+cdef inline bint _has_sep(const char *p, Py_ssize_t n) noexcept:
+    return memchr(p, 1, n) != NULL or memchr(p, 2, n) != NULL
+
+
+cdef class Appender:
+    """Append records into the owner's current file (see ``rmqcore._pure.appender.Appender``)."""
+
+    cdef object _owner
+    cdef object _mf
+    cdef object _clock
+    cdef dict _queues  # topic -> _Queues
+    cdef dict _topics
+    cdef int64_t _pos
+    cdef bytes _store_addr
+    cdef int32_t _store_port
+    cdef readonly int64_t file_size
+    cdef readonly int64_t max_message_size
+    cdef readonly int flavour
+    cdef Py_buffer _view
+    cdef bint _has_view
+    cdef int64_t _from
+    cdef bint _closed
+    cdef PyThread_type_lock _lock
+
+    def __cinit__(self):
+        self._has_view = False
+        self._lock = PyThread_allocate_lock()
+        if self._lock == NULL:
+            raise MemoryError()
+
+    def __init__(self, owner, file_size, store_addr, store_port, max_message_size, clock, flavour):
+        self._owner = owner
+        self.file_size = file_size
+        self._store_addr = bytes(store_addr)
+        self._store_port = store_port
+        self.max_message_size = max_message_size
+        self._clock = clock
+        self.flavour = flavour
+        self._queues = {}
+        self._topics = {}
+        self._mf = None
+        self._closed = False
+
+    def __dealloc__(self):
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+            self._has_view = False
+        if self._lock != NULL:
+            PyThread_free_lock(self._lock)
+
+    # -- lock ---------------------------------------------------------------------------------------
+    cdef inline void _acquire(self) noexcept:
+        if not PyThread_acquire_lock(self._lock, NOWAIT_LOCK):
+            with nogil:
+                PyThread_acquire_lock(self._lock, WAIT_LOCK)
+
+    cdef inline void _release(self) noexcept:
+        PyThread_release_lock(self._lock)
+
+    def acquire(self):
+        self._acquire()
+
+    def release(self):
+        self._release()
+
+    # -- state --------------------------------------------------------------------------------------
+    cdef int _bind(self, object mf) except -1:
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+            self._has_view = False
+        self._mf = mf
+        if mf is not None:
+            PyObject_GetBuffer(mf.mm, &self._view, PyBUF_WRITABLE)
+            self._has_view = True
+            if self._view.len < self.file_size:
+                PyBuffer_Release(&self._view)
+                self._has_view = False
+                self._mf = None
+                raise ValueError("mapped file is smaller than the file size")
+            self._from = mf.file_from_offset
+            self._pos = mf.wrote_position
+        return 0
+
+    def set_file(self, mf):
+        """Write into MappedFile ``mf`` from its ``wrote_position`` on (None releases the current one)."""
+        self._bind(mf)
+
+    def close(self):
+        self._acquire()
+        try:
+            self._bind(None)
+            self._closed = True
+        finally:
+            self._release()
+
+    cdef _Queues _table(self, object topic):
+        t = self._queues.get(topic)
+        if t is None:
+            t = _Queues()
+            self._queues[topic] = t
+        return <_Queues>t
+
+    def get_queue_offset(self, topic, queue_id):
+        t = self._queues.get(topic)
+        return 0 if t is None else (<_Queues>t).get(queue_id)
+
+    def set_queue_offset(self, topic, queue_id, value):
+        if not 0 <= queue_id <= 0x7FFFFFFF or value < 0:
+            raise ValueError("queue ids and offsets are non-negative")
+        self._table(topic).put(queue_id, value)
+
+    def queue_offsets(self):
+        cdef _Queues t
+        cdef Py_ssize_t i
+        out = {}
+        for topic, t in self._queues.items():
+            for i in range(t.n):
+                if t.v[i] >= 0:
+                    out[(topic, i)] = t.v[i]
+        return out
+
+    def clear_queue_offsets(self):
+        self._queues.clear()
+
+    cdef object _file(self):
+        if self._closed:
+            raise StoreClosedError("the CommitLog is closed")
+        mf = self._mf
+        if mf is None or self._pos >= self.file_size:
+            mf = self._owner._roll(mf)
+            self._bind(mf)
+        return mf
+
+    # -- appending ----------------------------------------------------------------------------------
+    def put(self, topic, body, queue_id=0, *, tags=None, keys=None, properties=None, properties_raw=None,
+            flag=0, sys_flag=0, born_timestamp=None, born_host=None, reconsume_times=0,
+            prepared_transaction_offset=0, store_host=None):
+        cdef rmq_msg m
+        cdef Py_buffer bview
+        cdef bint has_bview = False
+        cdef unsigned char pstack[PROPS_STACK]
+        cdef object pb = None
+        cdef object tb
+        cdef int64_t x, qoff, size, pos, ts
+        cdef Py_ssize_t tl = 0, kl = 0, plen = 0
+        cdef const char *tp = NULL
+        cdef const char *kp = NULL
+        cdef bint no_queue
+        cdef object ba, sa
+        cdef _Queues qt
+        cdef AppendResult r
+
+        # topic (validated once per distinct topic by the owner)
+        tb = self._topics.get(topic) if PyUnicode_CheckExact(topic) else None
+        if tb is None:
+            tb = self._owner._topic_bytes(topic)
+            self._topics[topic] = tb
+        m.topic = <const unsigned char *>PyBytes_AS_STRING(tb)
+        m.topic_len = PyBytes_GET_SIZE(tb)
+        m.v2 = PyUnicode_GET_LENGTH(topic) > 127
+
+        # properties: tags/keys as ASCII str are built here; anything else by the owner
+        if (properties is None and properties_raw is None
+                and (tags is None or (PyUnicode_CheckExact(tags) and PyUnicode_IS_ASCII(tags)))
+                and (keys is None or (PyUnicode_CheckExact(keys) and PyUnicode_IS_ASCII(keys)))):
+            if keys is not None:
+                kp = <const char *>PyUnicode_DATA(keys)
+                kl = PyUnicode_GET_LENGTH(keys)
+                if _has_sep(kp, kl):
+                    raise InvalidMessageError("property 'KEYS' contains a \\x01 or \\x02 separator")
+                plen += 5 + kl
+            if tags is not None:
+                tp = <const char *>PyUnicode_DATA(tags)
+                tl = PyUnicode_GET_LENGTH(tags)
+                if _has_sep(tp, tl):
+                    raise InvalidMessageError("property 'TAGS' contains a \\x01 or \\x02 separator")
+                plen += 5 + tl
+            if kp != NULL and tp != NULL:
+                plen += 1
+            if plen and self.flavour >= 5:
+                plen += 1
+            if plen > PROPS_STACK:
+                pb = self._owner._properties_bytes(tags, keys, properties, properties_raw)
+            else:
+                pos = 0
+                if kp != NULL:
+                    memcpy(pstack, b"KEYS\x01", 5)
+                    memcpy(pstack + 5, kp, kl)
+                    pos = 5 + kl
+                    if tp != NULL:
+                        pstack[pos] = 2
+                        pos += 1
+                if tp != NULL:
+                    memcpy(pstack + pos, b"TAGS\x01", 5)
+                    memcpy(pstack + pos + 5, tp, tl)
+                    pos += 5 + tl
+                if plen and self.flavour >= 5:
+                    pstack[pos] = 2
+                m.props = pstack
+                m.props_len = plen
+        else:
+            pb = self._owner._properties_bytes(tags, keys, properties, properties_raw)
+        if pb is not None:
+            m.props = <const unsigned char *>PyBytes_AS_STRING(pb)
+            m.props_len = PyBytes_GET_SIZE(pb)
+            if m.props_len > MAX_PROPS:
+                raise InvalidMessageError("properties too long")
+
+        # scalar fields
+        if not PyLong_Check(queue_id):
+            raise InvalidMessageError(f"queue_id must be a non-negative int, not {queue_id!r}")
+        _int_field(queue_id, "queue_id", 0, I32_MAX, &x)
+        m.queue_id = <int32_t>x
+        if flag is 0:
+            m.flag = 0
+        else:
+            _int_field(flag, "flag", I32_MIN, I32_MAX, &x)
+            m.flag = <int32_t>x
+        if sys_flag is 0:
+            m.sys_flag = 0
+        else:
+            _int_field(sys_flag, "sys_flag", I32_MIN, I32_MAX, &x)
+            m.sys_flag = <int32_t>x
+        if reconsume_times is 0:
+            m.reconsume_times = 0
+        else:
+            _int_field(reconsume_times, "reconsume_times", I32_MIN, I32_MAX, &x)
+            m.reconsume_times = <int32_t>x
+        if prepared_transaction_offset is 0:
+            m.prepared_tx_offset = 0
+        else:
+            _int_field(prepared_transaction_offset, "prepared_transaction_offset", -(2**63), 2**63 - 1, &x)
+            m.prepared_tx_offset = x
+        if born_timestamp is not None:
+            _int_field(born_timestamp, "born_timestamp", -(2**63), 2**63 - 1, &x)
+            m.born_timestamp = x
+
+        # hosts
+        if store_host is None:
+            sa = self._store_addr
+            m.store_port = self._store_port
+        else:
+            sa, x = self._owner._host(store_host)
+            m.store_port = <int32_t>x
+        if born_host is None:
+            ba = sa
+            m.born_port = m.store_port
+        else:
+            ba, x = self._owner._host(born_host)
+            m.born_port = <int32_t>x
+        m.store_addr = <const unsigned char *>PyBytes_AS_STRING(sa)
+        m.store_addr_len = <int32_t>PyBytes_GET_SIZE(sa)
+        m.born_addr = <const unsigned char *>PyBytes_AS_STRING(ba)
+        m.born_addr_len = <int32_t>PyBytes_GET_SIZE(ba)
+        m.sys_flag &= ~0x30
+        if m.born_addr_len == 16:
+            m.sys_flag |= 0x10
+        if m.store_addr_len == 16:
+            m.sys_flag |= 0x20
+        no_queue = (m.sys_flag & 0xC) == 0x4 or (m.sys_flag & 0xC) == 0xC
+
+        # body
+        if PyBytes_CheckExact(body):
+            m.body = <const unsigned char *>PyBytes_AS_STRING(body)
+            m.body_len = PyBytes_GET_SIZE(body)
+        elif isinstance(body, (bytearray, memoryview)):
+            PyObject_GetBuffer(body, &bview, PyBUF_SIMPLE)
+            has_bview = True
+            m.body = <const unsigned char *>bview.buf
+            m.body_len = bview.len
+        else:
+            raise InvalidMessageError(f"body must be bytes-like, not {type(body).__name__}")
+        try:
+            if m.body_len > self.max_message_size:
+                raise MessageTooLargeError(
+                    f"body of {m.body_len} bytes exceeds the maximum message size {self.max_message_size}"
+                )
+            size = rmq_record_size(m.body_len, m.topic_len, m.props_len, m.sys_flag, m.v2)
+            if size + BLANK_SIZE > self.file_size:
+                raise MessageTooLargeError(f"a record of {size} bytes does not fit in a {self.file_size}-byte file")
+            crc = rmq_body_crc(m.body, <size_t>m.body_len)
+            self._acquire()
+            try:
+                mf = self._file()
+                ts = _wall_ms() if self._clock is None else <int64_t>self._clock()
+                m.store_timestamp = ts
+                if born_timestamp is None:
+                    m.born_timestamp = ts
+                if no_queue:
+                    qt = None
+                    qoff = 0
+                else:
+                    qt = self._table(topic)
+                    qoff = qt.get(m.queue_id)
+                m.queue_offset = qoff
+                pos = self._pos
+                if size + BLANK_SIZE > self.file_size - pos:
+                    rmq_encode_blank(<unsigned char *>self._view.buf + pos, <int32_t>(self.file_size - pos))
+                    self._pos = self.file_size
+                    mf.wrote_position = self.file_size
+                    mf = self._file()
+                    pos = self._pos
+                    if size + BLANK_SIZE > self.file_size - pos:
+                        raise MessageTooLargeError(f"a record of {size} bytes does not fit after a roll")
+                m.physical_offset = self._from + pos
+                rmq_encode_record(<unsigned char *>self._view.buf + pos, &m, size, crc)
+                self._pos = pos + size
+                mf.wrote_position = self._pos
+                if qt is not None:
+                    qt.put(m.queue_id, qoff + 1)
+                r = AppendResult.__new__(AppendResult)
+                r.physical_offset = self._from + pos
+                r.size = size
+                r.queue_offset = qoff
+                r.store_timestamp = ts
+                r._addr = sa
+                r._port = m.store_port
+                return r
+            finally:
+                self._release()
+        finally:
+            if has_bview:
+                PyBuffer_Release(&bview)
+
+    def put_batch(self, topic_bytes, topic, queue_id, bodies, properties, flags, sys_flag, born_timestamp,
+                  born_addr, born_port, store_addr, store_port):
+        """Append an already validated batch (the CommitLog validates; this places and writes it)."""
+        from .._pure.appender import BatchAppendResult
+
+        cdef Py_ssize_t n = len(bodies)
+        cdef _Queues qt
+        sizes = np.empty(n, dtype=np.int64)
+        v2 = len(topic) > 127
+        self._acquire()
+        try:
+            mf = self._file()
+            ts = _wall_ms() if self._clock is None else <int64_t>self._clock()
+            qt = self._table(topic)
+            qoff = qt.get(queue_id)
+            bts = ts if born_timestamp is None else born_timestamp
+            while True:
+                pos = self._pos
+                cnt, total = _codec.encode_batch(
+                    mf.mm, pos, self.file_size - pos, topic_bytes, queue_id, qoff, self._from + pos,
+                    sys_flag, bts, born_addr, born_port, ts, store_addr, store_port, bodies, properties,
+                    flags, v2, sizes,
+                )
+                if total > 0:
+                    break
+                if pos == 0 or -total + BLANK_SIZE > self.file_size:
+                    raise MessageTooLargeError(
+                        f"a batch of {-total} bytes does not fit in a {self.file_size}-byte file"
+                    )
+                rmq_encode_blank(<unsigned char *>self._view.buf + <int64_t>pos, <int32_t>(self.file_size - pos))
+                self._pos = self.file_size
+                mf.wrote_position = self.file_size
+                mf = self._file()
+            self._pos = pos + total
+            mf.wrote_position = self._pos
+            qt.put(queue_id, qoff + cnt)
+            return BatchAppendResult(self._from + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)
+        finally:
+            self._release()
+from .._pure.appender import BatchAppendResult  # one Python class serves both twins

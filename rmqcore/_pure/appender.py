@@ -1,0 +1,286 @@
+"""The CommitLog append hot path, pure-Python twin of ``rmqcore._native.appender``.
+
+An ``Appender`` is the one stateful kernel: it holds the CommitLog's current file (a MappedFile
+whose map it writes into), the write position, the next queue offset of every topic/queue and the
+writer lock, so that ``put`` is one call. Rolling to the next file, topic validation misses and
+anything unusual (a properties mapping, hosts given as text) go back to the owning CommitLog
+through its ``_roll``, ``_topic_bytes``, ``_properties_bytes`` and ``_host`` methods.
+
+Both twins: same names, signatures, results and exceptions.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidMessageError, MessageTooLargeError, StoreClosedError
+from ..layout import BLANK_SIZE, MAX_TOPIC_LEN_V1, TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
+from ..message import create_message_id
+from . import codec
+
+__all__ = ["Appender", "AppendResult", "BatchAppendResult"]
+
+
+class AppendResult:
+    """What one append returns (AppendMessageResult): physical offset, size, queue offset, store time."""
+
+    __slots__ = ("physical_offset", "size", "queue_offset", "store_timestamp", "_addr", "_port")
+
+    def __init__(self, physical_offset: int, size: int, queue_offset: int, store_timestamp: int,
+                 addr: bytes, port: int) -> None:
+        self.physical_offset = physical_offset
+        self.size = size
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
+        self._addr = addr
+        self._port = port
+
+    @property
+    def msg_id(self) -> str:
+        """The offset message id (store host + physical offset), 32 or 56 upper-case hex digits."""
+        return create_message_id(self._addr, self._port, self.physical_offset)
+
+    def __repr__(self) -> str:
+        return (
+            f"AppendResult(physical_offset={self.physical_offset}, size={self.size}, "
+            f"queue_offset={self.queue_offset}, store_timestamp={self.store_timestamp})"
+        )
+
+
+class BatchAppendResult:
+    """What a batch append returns: first physical offset, total bytes, first queue offset, sizes."""
+
+    __slots__ = ("physical_offset", "size", "queue_offset", "store_timestamp", "count", "sizes", "_addr", "_port")
+
+    def __init__(self, physical_offset: int, size: int, queue_offset: int, store_timestamp: int,
+                 count: int, sizes: Any, addr: bytes, port: int) -> None:
+        self.physical_offset = physical_offset
+        self.size = size
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
+        self.count = count
+        self.sizes = sizes
+        self._addr = addr
+        self._port = port
+
+    @property
+    def physical_offsets(self) -> list[int]:
+        offs = np.concatenate(([0], np.cumsum(self.sizes[:-1]))) + self.physical_offset
+        return [int(x) for x in offs]
+
+    @property
+    def msg_ids(self) -> list[str]:
+        return [create_message_id(self._addr, self._port, o) for o in self.physical_offsets]
+
+    @property
+    def msg_id(self) -> str:
+        """Comma-joined ids of every message, as RocketMQ's batch AppendMessageResult gives them."""
+        return ",".join(self.msg_ids)
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchAppendResult(physical_offset={self.physical_offset}, size={self.size}, "
+            f"queue_offset={self.queue_offset}, count={self.count})"
+        )
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _int_field(v: Any, name: str, lo: int, hi: int) -> int:
+    if not isinstance(v, int):
+        raise InvalidMessageError(f"{name} must be an int, not {type(v).__name__}")
+    if not lo <= v <= hi:
+        raise InvalidMessageError(f"{name} {v} is out of range")
+    return int(v)
+
+
+_I32 = (-(2**31), 2**31 - 1)
+_I64 = (-(2**63), 2**63 - 1)
+
+
+class Appender:
+    """Append records into the owner's current file (see the module docstring).
+
+    Args:
+        owner: the CommitLog (provides ``_roll(mf)``, ``_topic_bytes(topic)``,
+            ``_properties_bytes(tags, keys, properties, properties_raw)``, ``_host(value)``).
+        file_size: bytes per file.
+        store_addr, store_port: the default store host.
+        max_message_size: largest body accepted.
+        clock: store-time source in ms, or None for the wall clock.
+        flavour: 4 or 5 (how a properties string built from tags/keys ends).
+    """
+
+    def __init__(self, owner: Any, file_size: int, store_addr: bytes, store_port: int,
+                 max_message_size: int, clock: Callable[[], int] | None, flavour: int) -> None:
+        self._owner = owner
+        self.flavour = flavour
+        self.file_size = file_size
+        self._store_addr = store_addr
+        self._store_port = store_port
+        self.max_message_size = max_message_size
+        self._clock = clock or _now_ms
+        self._lock = threading.Lock()
+        self._mf: Any = None
+        self._queues: dict[tuple[str, int], int] = {}
+        self._topics: dict[str, bytes] = {}
+        self._closed = False
+
+    # -- state --------------------------------------------------------------------------------------
+    def set_file(self, mf: Any) -> None:
+        """Write into MappedFile ``mf`` from its ``wrote_position`` on (None releases the current one)."""
+        self._mf = mf
+
+    def close(self) -> None:
+        with self._lock:
+            self._mf = None
+            self._closed = True
+
+    def acquire(self) -> None:
+        self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def get_queue_offset(self, topic: str, queue_id: int) -> int:
+        return self._queues.get((topic, queue_id), 0)
+
+    def set_queue_offset(self, topic: str, queue_id: int, value: int) -> None:
+        self._queues[(topic, queue_id)] = value
+
+    def queue_offsets(self) -> dict[tuple[str, int], int]:
+        return dict(self._queues)
+
+    def clear_queue_offsets(self) -> None:
+        self._queues.clear()
+
+    # -- appending ----------------------------------------------------------------------------------
+    def _file(self) -> Any:
+        if self._closed:
+            raise StoreClosedError("the CommitLog is closed")
+        mf = self._mf
+        if mf is None or mf.wrote_position >= self.file_size:
+            mf = self._owner._roll(mf)
+            self._mf = mf
+        return mf
+
+    def put(
+        self,
+        topic: str,
+        body: bytes,
+        queue_id: int = 0,
+        *,
+        tags: str | None = None,
+        keys: str | Sequence[str] | None = None,
+        properties: Any = None,
+        properties_raw: str | None = None,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: Any = None,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        store_host: Any = None,
+    ) -> AppendResult:
+        tb = self._topics.get(topic) if type(topic) is str else None
+        if tb is None:
+            tb = self._owner._topic_bytes(topic)
+            self._topics[topic] = tb
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise InvalidMessageError(f"body must be bytes-like, not {type(body).__name__}")
+        if len(body) > self.max_message_size:
+            raise MessageTooLargeError(
+                f"body of {len(body)} bytes exceeds the maximum message size {self.max_message_size}"
+            )
+        pb = self._owner._properties_bytes(tags, keys, properties, properties_raw)
+        if type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
+            raise InvalidMessageError(f"queue_id must be a non-negative int, not {queue_id!r}")
+        flag = _int_field(flag, "flag", *_I32)
+        sys_flag = _int_field(sys_flag, "sys_flag", *_I32)
+        reconsume_times = _int_field(reconsume_times, "reconsume_times", *_I32)
+        prepared_transaction_offset = _int_field(prepared_transaction_offset, "prepared_transaction_offset", *_I64)
+        if born_timestamp is not None:
+            born_timestamp = _int_field(born_timestamp, "born_timestamp", *_I64)
+        if store_host is None:
+            sa, sp = self._store_addr, self._store_port
+        else:
+            sa, sp = self._owner._host(store_host)
+        ba, bp = (sa, sp) if born_host is None else self._owner._host(born_host)
+        v2 = len(topic) > MAX_TOPIC_LEN_V1
+        tran = sys_flag & TRANSACTION_MASK
+        no_queue = tran == TRANSACTION_PREPARED or tran == TRANSACTION_ROLLBACK
+        with self._lock:
+            mf = self._file()
+            ts = self._clock()
+            key = (topic, queue_id)
+            qoff = 0 if no_queue else self._queues.get(key, 0)
+            bts = ts if born_timestamp is None else born_timestamp
+            while True:
+                pos = mf.wrote_position
+                n = codec.encode_record(
+                    mf.mm, pos, self.file_size - pos, tb, queue_id, flag, qoff, mf.file_from_offset + pos,
+                    sys_flag, bts, ba, bp, ts, sa, sp, reconsume_times, prepared_transaction_offset,
+                    body, pb, v2,
+                )
+                if n > 0:
+                    break
+                if pos == 0 or -n + BLANK_SIZE > self.file_size:
+                    raise MessageTooLargeError(f"a record of {-n} bytes does not fit in a {self.file_size}-byte file")
+                codec.encode_blank(mf.mm, pos, self.file_size - pos)
+                mf.wrote_position = self.file_size
+                mf = self._file()
+            mf.wrote_position = pos + n
+            if not no_queue:
+                self._queues[key] = qoff + 1
+            return AppendResult(mf.file_from_offset + pos, n, qoff, ts, sa, sp)
+
+    def put_batch(
+        self,
+        topic_bytes: bytes,
+        topic: str,
+        queue_id: int,
+        bodies: list[bytes],
+        properties: list[bytes],
+        flags: Sequence[int] | None,
+        sys_flag: int,
+        born_timestamp: int | None,
+        born_addr: bytes,
+        born_port: int,
+        store_addr: bytes,
+        store_port: int,
+    ) -> BatchAppendResult:
+        """Append an already validated batch (the CommitLog validates; this places and writes it)."""
+        n = len(bodies)
+        sizes = np.empty(n, dtype=np.int64)
+        v2 = len(topic) > MAX_TOPIC_LEN_V1
+        with self._lock:
+            mf = self._file()
+            ts = self._clock()
+            key = (topic, queue_id)
+            qoff = self._queues.get(key, 0)
+            bts = ts if born_timestamp is None else born_timestamp
+            while True:
+                pos = mf.wrote_position
+                cnt, total = codec.encode_batch(
+                    mf.mm, pos, self.file_size - pos, topic_bytes, queue_id, qoff, mf.file_from_offset + pos,
+                    sys_flag, bts, born_addr, born_port, ts, store_addr, store_port, bodies, properties,
+                    flags, v2, sizes,
+                )
+                if total > 0:
+                    break
+                if pos == 0 or -total + BLANK_SIZE > self.file_size:
+                    raise MessageTooLargeError(
+                        f"a batch of {-total} bytes does not fit in a {self.file_size}-byte file"
+                    )
+                codec.encode_blank(mf.mm, pos, self.file_size - pos)
+                mf.wrote_position = self.file_size
+                mf = self._file()
+            mf.wrote_position = pos + total
+            self._queues[key] = qoff + cnt
+            return BatchAppendResult(mf.file_from_offset + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)

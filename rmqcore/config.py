@@ -1,0 +1,91 @@
+"""Store configuration (MessageStoreConfig's knobs that shape files and behaviour) and its persistence.
+
+Geometry (file sizes, index slots and entries) is written to ``<store>/rmqcore.json`` when rmqcore
+creates a store and read back on open; for stores rmqcore did not create it is taken from the
+arguments, else from the files (commitlog/CQ file sizes), else RocketMQ's defaults.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import layout as L
+from .errors import ConfigError
+
+__all__ = ["StoreConfig", "GEOMETRY_FILE", "load_geometry", "save_geometry", "detect_file_size"]
+
+GEOMETRY_FILE = "rmqcore.json"
+GEOMETRY_KEYS = ("commitlog_file_size", "cq_file_size", "index_slots", "index_entries", "flavour")
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Knobs of a MessageStore (RocketMQ names in the comments; RocketMQ's defaults)."""
+
+    commitlog_file_size: int = L.DEFAULT_COMMITLOG_FILE_SIZE  # mappedFileSizeCommitLog
+    cq_file_size: int = L.DEFAULT_CQ_FILE_SIZE  # mappedFileSizeConsumeQueue
+    index_slots: int = L.DEFAULT_INDEX_SLOTS  # maxHashSlotNum
+    index_entries: int = L.DEFAULT_INDEX_ENTRIES  # maxIndexNum
+    flavour: int = 5  # which RocketMQ's bytes to write: 4 or 5
+    store_host: str = "127.0.0.1:10911"
+    max_message_size: int = L.DEFAULT_MAX_MESSAGE_SIZE  # maxMessageSize
+    message_index_enable: bool = True  # messageIndexEnable
+    max_msgs_num_batch: int = 64  # maxMsgsNumBatch (query by key)
+    check_crc_on_recover: bool = True  # checkCRCOnRecover
+    dispatch: str = "inline"  # "inline" (put returns after dispatch) or "background" (reput thread)
+    max_transfer_bytes_in_memory: int = 256 * 1024  # maxTransferBytesOnMessageInMemory
+    max_transfer_count_in_memory: int = 32  # maxTransferCountOnMessageInMemory
+    max_transfer_bytes_on_disk: int = 64 * 1024  # maxTransferBytesOnMessageInDisk
+    max_transfer_count_on_disk: int = 8  # maxTransferCountOnMessageInDisk
+    access_message_in_memory_max_ratio: int = 40  # accessMessageInMemoryMaxRatio (% of RAM)
+    clock: Callable[[], int] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.flavour not in (4, 5):
+            raise ConfigError(f"flavour must be 4 or 5, not {self.flavour!r}")
+        if self.cq_file_size <= 0 or self.cq_file_size % L.CQ_UNIT_SIZE:
+            raise ConfigError(f"cq_file_size must be a positive multiple of 20, not {self.cq_file_size}")
+        if self.index_slots <= 0 or self.index_entries <= 1:
+            raise ConfigError("index_slots must be > 0 and index_entries > 1")
+        if self.dispatch not in ("inline", "background"):
+            raise ConfigError(f"dispatch must be 'inline' or 'background', not {self.dispatch!r}")
+
+    def replace(self, **kw: Any) -> StoreConfig:
+        return dataclasses.replace(self, **kw)
+
+
+def detect_file_size(directory: Path) -> int | None:
+    """The size of the first 20-digit-named non-empty file below ``directory`` (recursively for CQs)."""
+    if not directory.is_dir():
+        return None
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(files):
+            if L.file_name_to_offset(name) is not None:
+                size = os.path.getsize(os.path.join(root, name))
+                if size > 0:
+                    return size
+    return None
+
+
+def load_geometry(store_dir: Path) -> dict[str, int] | None:
+    p = store_dir / GEOMETRY_FILE
+    if not p.exists():
+        return None
+    try:
+        data = json.loads(p.read_text())
+        return {k: int(data[k]) for k in GEOMETRY_KEYS if k in data}
+    except (ValueError, TypeError, KeyError) as e:
+        raise ConfigError(f"{p}: unreadable geometry ({e})") from None
+
+
+def save_geometry(store_dir: Path, cfg: StoreConfig) -> None:
+    p = store_dir / GEOMETRY_FILE
+    tmp = p.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({k: getattr(cfg, k) for k in GEOMETRY_KEYS}, indent=1) + "\n")
+    os.replace(tmp, p)

@@ -1,0 +1,332 @@
+"""ConsumeQueue: the per topic/queue index of a RocketMQ store (``consumequeue/<topic>/<queueId>/``).
+
+Unit (20 bytes, big-endian; ConsumeQueue.CQ_STORE_UNIT_SIZE)::
+
+    0  8  commitLogOffset   physical offset of the record
+    8  4  size              record size
+   12  8  tagsCode          hash of TAGS (sign-extended), delivery time for SCHEDULE_TOPIC_XXXX
+
+Files are fixed-size (300,000 units by default), named by the 20-digit *byte* offset of their first
+unit (= first queue offset × 20). The unit of queue offset ``q`` is at global byte ``q × 20``.
+A queue whose first file is created for an offset > 0 is padded with filler units
+``(0, 0x7FFFFFFF, 0)`` and its min offset starts there (fillPreBlank).
+
+Crash semantics: rebuilt from the CommitLog on recovery (dispatch is idempotent: a unit whose
+record ends at or before ``max_physic_offset`` is skipped). Thread-safety: one writer (dispatch);
+readers see complete units below the write position.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from . import layout as L
+from .errors import ConfigError
+from .mappedfile import MappedFile, MappedFileQueue
+
+__all__ = ["ConsumeQueue", "BLANK_UNIT", "BOUNDARY_LOWER", "BOUNDARY_UPPER"]
+
+_UNIT = struct.Struct(">qiq")
+UNIT = L.CQ_UNIT_SIZE
+BLANK_UNIT = (0, 0x7FFFFFFF, 0)  # ConsumeQueue.fillPreBlank filler
+BOUNDARY_LOWER = "lower"
+BOUNDARY_UPPER = "upper"
+_UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+
+
+class ConsumeQueue:
+    """One consume queue (a topic and queue id)."""
+
+    def __init__(
+        self, store_dir: str | Path, topic: str, queue_id: int, *, file_size: int = L.DEFAULT_CQ_FILE_SIZE,
+        read_only: bool = False,
+    ) -> None:
+        if file_size <= 0 or file_size % UNIT:
+            raise ConfigError(f"consume queue file size must be a positive multiple of 20, not {file_size}")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.read_only = read_only
+        self.directory = Path(store_dir) / "consumequeue" / topic / str(queue_id)
+        self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only)
+        self.min_logic_offset = 0  # bytes
+        self.max_physic_offset = -1  # offset + size of the last unit
+
+    # -- loading / recovery ---------------------------------------------------------------------
+    def load(self) -> None:
+        self.queue.load()
+
+    def recover(self) -> None:
+        """ConsumeQueue.recover: from the third-last file, keep units while offset >= 0 and size > 0."""
+        files = self.queue.files
+        if not files:
+            return
+        i = max(0, len(files) - 3)
+        process = files[i].file_from_offset
+        max_phys = -1
+        while True:
+            mf = files[i]
+            units = np.frombuffer(mf.mm, dtype=_UNIT_DTYPE)
+            bad = np.flatnonzero((units["offset"] < 0) | (units["size"] <= 0))
+            n = int(bad[0]) if len(bad) else len(units)
+            if n:
+                last = units[n - 1]
+                max_phys = int(last["offset"]) + int(last["size"])
+            if n == len(units) and i + 1 < len(files):
+                i += 1
+                process = files[i].file_from_offset
+                continue
+            process = mf.file_from_offset + n * UNIT
+            break
+        self.max_physic_offset = max_phys
+        self._set_end(process)
+
+    def _set_end(self, end: int) -> None:
+        if self.read_only:
+            for mf in self.queue.files:
+                mf.wrote_position = mf.flushed_position = min(max(end - mf.file_from_offset, 0), mf.file_size)
+        else:
+            self.queue.truncate_dirty(end)
+
+    # -- offsets --------------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        """getMinOffsetInQueue."""
+        return self.min_logic_offset // UNIT
+
+    @property
+    def max_offset(self) -> int:
+        """getMaxOffsetInQueue: one past the last unit."""
+        return self.queue.max_offset() // UNIT
+
+    def _file_for(self, queue_offset: int) -> tuple[MappedFile, int] | None:
+        byte = queue_offset * UNIT
+        if not self.queue.files or byte < self.queue.min_offset() or byte >= self.queue.max_offset():
+            return None
+        mf = self.queue.find(byte)
+        return mf, byte - mf.file_from_offset
+
+    def get(self, queue_offset: int) -> tuple[int, int, int] | None:
+        """The unit at ``queue_offset`` as (physical offset, size, tags code), None if absent."""
+        loc = self._file_for(queue_offset)
+        if loc is None or queue_offset < self.min_offset:
+            return None
+        mf, pos = loc
+        return _UNIT.unpack_from(mf.mm, pos)
+
+    def units(self, queue_offset: int, max_units: int) -> np.ndarray:
+        """Up to ``max_units`` units from ``queue_offset``, within one file (as getMessage reads),
+        as a structured numpy array (fields offset, size, tags) copied out of the map."""
+        loc = self._file_for(queue_offset)
+        if loc is None:
+            return np.empty(0, dtype=_UNIT_DTYPE)
+        mf, pos = loc
+        n = min(max_units, (mf.wrote_position - pos) // UNIT)
+        return np.frombuffer(mf.mm, dtype=_UNIT_DTYPE, count=n, offset=pos).copy()
+
+    def all_units(self) -> np.ndarray:
+        parts = [np.frombuffer(mf.mm, dtype=_UNIT_DTYPE, count=mf.wrote_position // UNIT) for mf in self.queue.files]
+        return np.concatenate(parts).copy() if parts else np.empty(0, dtype=_UNIT_DTYPE)
+
+    # -- writing (dispatch) -------------------------------------------------------------------------
+    def put(self, physical_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
+        """putMessagePositionInfo: write the unit of ``queue_offset``; idempotent on re-dispatch.
+
+        Returns False when the unit was already there (skipped)."""
+        if physical_offset + size <= self.max_physic_offset:
+            return False
+        expected = queue_offset * UNIT
+        mf = self._writable(expected)
+        current = mf.file_from_offset + mf.wrote_position
+        if expected != 0 and expected < current:
+            return False  # built repeatedly
+        pos = mf.wrote_position
+        _UNIT.pack_into(mf.mm, pos, physical_offset, size, tags_code)
+        mf.wrote_position = pos + UNIT
+        self.max_physic_offset = physical_offset + size
+        return True
+
+    def _writable(self, expected: int) -> MappedFile:
+        q = self.queue
+        last = q.last()
+        if last is not None and not last.is_full():
+            return last
+        if last is None:
+            start = expected - expected % self.file_size
+            mf = q.last_for_write(start)
+            if expected != 0 and start == mf.file_from_offset:
+                self._fill_pre_blank(mf, expected)
+            return mf
+        return q.last_for_write(last.file_end_offset)
+
+    def _fill_pre_blank(self, mf: MappedFile, until: int) -> None:
+        n = (until - mf.file_from_offset) // UNIT
+        if n > 0:
+            blank = _UNIT.pack(*BLANK_UNIT) * n
+            mf.mm[0 : len(blank)] = blank
+            mf.wrote_position = len(blank)
+        self.min_logic_offset = until
+
+    # -- maintenance ------------------------------------------------------------------------------
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        """Set the min offset to the first unit whose record still exists (correctMinOffset)."""
+        files = self.queue.files
+        if not files:
+            return
+        last = self.get(self.max_offset - 1) if self.max_offset > 0 else None
+        if last is None or last[0] < commitlog_min:
+            self.min_logic_offset = self.queue.max_offset()
+            return
+        first = files[0]
+        units = np.frombuffer(first.mm, dtype=_UNIT_DTYPE, count=first.wrote_position // UNIT)
+        ok = np.flatnonzero((units["offset"] >= commitlog_min) & (units["size"] > 0) & ~(
+            (units["offset"] == 0) & (units["size"] == 0x7FFFFFFF)))
+        if len(ok):
+            self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset + int(ok[0]) * UNIT)
+        elif len(files) > 1:
+            self.min_logic_offset = max(self.min_logic_offset, files[1].file_from_offset)
+
+    def truncate_dirty(self, physical_offset: int) -> None:
+        """truncateDirtyLogicFiles: drop units whose record starts at or after ``physical_offset``."""
+        q = self.queue
+        while q.files:
+            mf = q.files[-1]
+            units = np.frombuffer(mf.mm, dtype=_UNIT_DTYPE, count=mf.wrote_position // UNIT)
+            if len(units) == 0 or (units[0]["offset"] >= physical_offset and not (
+                    units[0]["offset"] == 0 and units[0]["size"] == 0x7FFFFFFF)):
+                if len(q.files) == 1 and len(units) == 0:
+                    break
+                q.files.pop()
+                mf.destroy()
+                self.max_physic_offset = -1
+                continue
+            keep = np.flatnonzero((units["offset"] < 0) | (units["size"] <= 0) | (units["offset"] >= physical_offset))
+            n = int(keep[0]) if len(keep) else len(units)
+            # filler units (0, MAX) count as kept
+            while n < len(units) and units[n]["offset"] == 0 and units[n]["size"] == 0x7FFFFFFF:
+                n += 1
+            mf.wrote_position = mf.flushed_position = n * UNIT
+            if n:
+                self.max_physic_offset = int(units[n - 1]["offset"]) + int(units[n - 1]["size"])
+            break
+        if not q.files:
+            self.min_logic_offset = 0
+
+    def delete_expired(self, commitlog_min: int) -> int:
+        """Delete files (never the last) whose last unit's record is before ``commitlog_min``."""
+        deleted = 0
+        q = self.queue
+        while len(q.files) > 1:
+            mf = q.files[0]
+            n = mf.wrote_position // UNIT
+            if n == 0:
+                break
+            off = _UNIT.unpack_from(mf.mm, (n - 1) * UNIT)[0]
+            if off >= commitlog_min:
+                break
+            q.delete_first()
+            deleted += 1
+        self.correct_min_offset(commitlog_min)
+        return deleted
+
+    def offset_by_time(
+        self, timestamp: int, store_time_of: Callable[[int, int], int | None], commitlog_min: int,
+        boundary: str = BOUNDARY_LOWER,
+    ) -> int:
+        """getOffsetInQueueByTime(ts, boundary) with 5.x semantics (store times read from the log,
+        never file mtimes). ``store_time_of(phy_offset, size)`` returns a record's store time."""
+        files = self.queue.files
+        if not files or self.max_offset == 0:
+            return 0
+        lower = boundary == BOUNDARY_LOWER
+
+        def t_of(mf: MappedFile, idx: int) -> int | None:
+            off, size, _ = _UNIT.unpack_from(mf.mm, idx * UNIT)
+            if off < commitlog_min:
+                return -1  # too early: its record is gone
+            return store_time_of(off, size)
+
+        def first_idx(mf: MappedFile) -> int:
+            return max(0, (self.min_logic_offset - mf.file_from_offset) // UNIT)
+
+        chosen: MappedFile | None = None
+        if lower:
+            for k, mf in enumerate(files):
+                n = mf.wrote_position // UNIT
+                if k == len(files) - 1:
+                    chosen = mf
+                    break
+                if n == 0:
+                    continue
+                stop = t_of(mf, n - 1)
+                if stop is not None and stop >= timestamp:
+                    chosen = mf
+                    break
+        else:
+            for mf in files:
+                n = mf.wrote_position // UNIT
+                if n == 0:
+                    continue
+                start = t_of(mf, first_idx(mf)) if first_idx(mf) < n else None
+                if start is not None and start <= timestamp:
+                    chosen = mf
+            if chosen is None:
+                chosen = files[0]
+        mf = chosen
+        n = mf.wrote_position // UNIT
+        lo = first_idx(mf)
+        hi = n - 1
+        if hi < lo:
+            return (mf.file_from_offset + lo * UNIT) // UNIT
+        t_last = t_of(mf, hi)
+        t_first = t_of(mf, lo)
+        if t_last is None or t_first is None:
+            return 0
+        base = mf.file_from_offset // UNIT
+        if t_last < timestamp:
+            return base + (hi + 1 if lower else hi)
+        if t_first > timestamp:
+            return base + lo if lower else 0
+        left, right = lo, hi
+        found = -1
+        while left <= right:
+            mid = (left + right) // 2
+            t = t_of(mf, mid)
+            if t is None:
+                return 0
+            if t == timestamp:
+                found = mid
+                break
+            if t < timestamp:
+                left = mid + 1
+            else:
+                right = mid - 1
+        if found >= 0:
+            if lower:
+                while found - 1 >= lo and t_of(mf, found - 1) == timestamp:
+                    found -= 1
+            else:
+                while found + 1 <= hi and t_of(mf, found + 1) == timestamp:
+                    found += 1
+            return base + found
+        # no exact hit: LOWER = first unit with time > ts; UPPER = last unit with time < ts
+        return base + (left if lower else right)
+
+    def flush(self) -> int:
+        return self.queue.flush()
+
+    def close(self) -> None:
+        self.queue.close()
+
+    def destroy(self) -> None:
+        for mf in list(self.queue.files):
+            mf.destroy()
+        self.queue.files = []
+        try:
+            os.rmdir(self.directory)
+        except OSError:
+            pass

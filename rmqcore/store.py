@@ -1,0 +1,630 @@
+"""MessageStore: one object over a RocketMQ store directory (DefaultMessageStore's embeddable shape).
+
+* ``put`` / ``put_batch`` append to the CommitLog; dispatch (ReputMessageService) builds the
+  consume queues and index files from the CommitLog, inline (``put`` returns after dispatch) or on a
+  background thread; re-dispatch is idempotent and ``dispatch_lag`` tells how far behind it is.
+* ``get_messages`` pulls from a queue with RocketMQ's statuses and next offsets;
+  ``query_by_key`` finds messages by KEYS/UNIQ_KEY (collisions dropped by default, ``raw=True``
+  gives RocketMQ's hash-only answer); ``offset_by_time`` maps a time to a queue offset (LOWER/UPPER);
+  consumer offsets are kept in ``config/consumerOffset.json`` as a broker writes it.
+
+Concurrency: one writer (puts serialise on the CommitLog's lock); reads may run on other threads.
+Several processes: at most one opens a store for writing (``lock`` file); a read-only open of a live
+store sees complete records only (it scans to the last valid record at open and never writes).
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import _impl
+from . import layout as L
+from .commitlog import AppendResult, BatchAppendResult, CommitLog
+from .config import StoreConfig, detect_file_size, load_geometry, save_geometry
+from .configfiles import dumps_fastjson, load_with_bak, persist
+from .consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER, ConsumeQueue
+from .errors import (
+    ConfigError,
+    CorruptionError,
+    InvalidMessageError,
+    OffsetOutOfRangeError,
+    StoreClosedError,
+    StoreLockedError,
+)
+from .message import MessageExt, compute_tags_code, decode_message_id, parse_properties
+
+__all__ = ["MessageStore", "GetResult", "GetStatus", "StoreConfig", "BOUNDARY_LOWER", "BOUNDARY_UPPER"]
+
+
+class GetStatus:
+    """GetMessageStatus names."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass
+class GetResult:
+    """GetMessageResult: status, next offset to pull, queue bounds, and the messages found."""
+
+    status: str
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    physical_offsets: list[int] = field(default_factory=list)
+    queue_offsets: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    _store: Any = field(default=None, repr=False)
+
+    @property
+    def message_count(self) -> int:
+        return len(self.physical_offsets)
+
+    @property
+    def messages(self) -> list[MessageExt]:
+        """The messages, decoded (each read from the CommitLog on access)."""
+        return [self._store.commitlog.read(o) for o in self.physical_offsets]
+
+    def raw(self) -> list[bytes]:
+        """Each message's record bytes, as a broker would send them to a client."""
+        return [self._store.read_record_bytes(o, n) for o, n in zip(self.physical_offsets, self.sizes)]
+
+
+def _ram_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def _tag_codes(expr: str | None) -> set[int] | None:
+    """SubscriptionData of a tag expression: None means every message ("*" or no filter)."""
+    if expr is None:
+        return None
+    expr = expr.strip()
+    if not expr or expr == "*":
+        return None
+    hashing = _impl.hashing
+    return {hashing.java_string_hash(t.strip()) for t in expr.split("||") if t.strip()}
+
+
+class MessageStore:
+    """A RocketMQ-compatible message store in ``store_dir``.
+
+    Args:
+        store_dir: the store root (``commitlog/``, ``consumequeue/``, ``index/``, ``config/``...).
+        config: a StoreConfig; keyword arguments override its fields (e.g. ``cq_file_size=2000``).
+        read_only: open without the lock, write nothing (for live or foreign stores).
+        impl: "native" or "pure" kernels (default: the chosen implementation).
+    """
+
+    def __init__(
+        self, store_dir: str | os.PathLike[str], config: StoreConfig | None = None, *, read_only: bool = False,
+        impl: str | None = None, **overrides: Any,
+    ) -> None:
+        self.store_dir = Path(store_dir)
+        self.read_only = read_only
+        self.impl = impl
+        cfg = config or StoreConfig()
+        saved = load_geometry(self.store_dir)
+        geometry: dict[str, Any] = {}
+        if saved:
+            geometry.update(saved)
+        else:  # a foreign store: take sizes from its files when not given
+            if "commitlog_file_size" not in overrides:
+                cl_size = detect_file_size(self.store_dir / "commitlog")
+                if cl_size:
+                    geometry["commitlog_file_size"] = cl_size
+            if "cq_file_size" not in overrides:
+                cq_size = detect_file_size(self.store_dir / "consumequeue")
+                if cq_size:
+                    geometry["cq_file_size"] = cq_size
+        geometry.update(overrides)
+        if saved:
+            for k, v in saved.items():
+                if k in overrides and overrides[k] != v:
+                    raise ConfigError(f"{self.store_dir} was created with {k}={v}, not {overrides[k]}")
+        self.config = cfg = cfg.replace(**geometry) if geometry else cfg
+        self._closed = False
+        self._lock_fd: int | None = None
+        if not read_only:
+            self.store_dir.mkdir(parents=True, exist_ok=True)
+            self._take_lock()
+        try:
+            self._open(cfg, fresh=saved is None)
+        except BaseException:
+            self._release_lock()
+            raise
+
+    # -- opening -------------------------------------------------------------------------------------
+    def _take_lock(self) -> None:
+        path = self.store_dir / "lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError:
+            os.close(fd)
+            raise StoreLockedError(f"{self.store_dir} is open for writing by another process (lock held)") from None
+        os.pwrite(fd, b"lock", 0)
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            try:
+                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, 0)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def _open(self, cfg: StoreConfig, fresh: bool) -> None:
+        self.commitlog = CommitLog(
+            self.store_dir, file_size=cfg.commitlog_file_size, flavour=cfg.flavour, store_host=cfg.store_host,
+            clock=cfg.clock, max_message_size=cfg.max_message_size, read_only=self.read_only,
+            check_crc=cfg.check_crc_on_recover, recover=False, impl=self.impl,
+        )
+        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._dispatch_lock = threading.Lock()
+        self._load_consume_queues()
+        self.index = self._open_index(cfg)
+        self._recover()
+        if not self.read_only and fresh and not (self.store_dir / "config").exists():
+            save_geometry(self.store_dir, cfg)
+        elif not self.read_only and load_geometry(self.store_dir) is None and not any(
+            (self.store_dir / "commitlog").iterdir()
+        ):
+            save_geometry(self.store_dir, cfg)
+        self._offsets: dict[str, dict[int, int]] = {}
+        self._load_consumer_offsets()
+        self._topics: dict[str, int] = {}
+        self._load_topics()
+        self._stop = threading.Event()
+        self._reput_thread: threading.Thread | None = None
+        if cfg.dispatch == "background" and not self.read_only:
+            self._reput_thread = threading.Thread(target=self._reput_loop, name="rmqcore-reput", daemon=True)
+            self._reput_thread.start()
+
+    def _open_index(self, cfg: StoreConfig) -> Any:
+        if not cfg.message_index_enable:
+            return None
+        from .indexfile import IndexService
+
+        svc = IndexService(
+            self.store_dir, cfg.index_slots, cfg.index_entries, read_only=self.read_only, impl=self.impl
+        )
+        svc.load()
+        return svc
+
+    def _load_consume_queues(self) -> None:
+        root = self.store_dir / "consumequeue"
+        if not root.is_dir():
+            return
+        for tdir in sorted(root.iterdir()):
+            if not tdir.is_dir():
+                continue
+            for qdir in sorted(tdir.iterdir()):
+                if not qdir.is_dir() or not qdir.name.lstrip("-").isdigit():
+                    continue  # non-numeric queue dirs are skipped, as RocketMQ does
+                cq = ConsumeQueue(
+                    self.store_dir, tdir.name, int(qdir.name), file_size=self.config.cq_file_size,
+                    read_only=self.read_only,
+                )
+                cq.load()
+                self.consume_queues[(tdir.name, int(qdir.name))] = cq
+
+    def _recover(self) -> None:
+        """Normal recovery: consume queues, then the CommitLog's end, then queue offsets and min
+        offsets. (Abnormal recovery after a crash is layered on this in the durability work.)"""
+        for cq in self.consume_queues.values():
+            cq.recover()
+        end = self.commitlog.recover_normally() if not self.read_only else self._read_only_end()
+        max_cq_phys = max((cq.max_physic_offset for cq in self.consume_queues.values()), default=-1)
+        if max_cq_phys >= end:
+            for cq in self.consume_queues.values():
+                cq.truncate_dirty(end)
+        cl_min = self.commitlog.min_offset
+        for (topic, qid), cq in self.consume_queues.items():
+            self.commitlog.set_queue_offset(topic, qid, cq.max_offset)
+            cq.correct_min_offset(cl_min)
+        # dispatch resumes after the last record the consume queues know (4.x ReputMessageService)
+        start = max(max((cq.max_physic_offset for cq in self.consume_queues.values()), default=0), cl_min)
+        self.reput_from_offset = min(max(start, 0), end)
+        if not self.read_only:
+            self.dispatch()
+
+    def _read_only_end(self) -> int:
+        end, _ = self.commitlog.scan_end()
+        self.commitlog.set_end(end)
+        return end
+
+    # -- config files ---------------------------------------------------------------------------------
+    def _load_consumer_offsets(self) -> None:
+        data = load_with_bak(self.store_dir / "config" / "consumerOffset.json")
+        table = (data or {}).get("offsetTable", {}) if isinstance(data, dict) else {}
+        for key, qmap in table.items():
+            if isinstance(qmap, dict):
+                self._offsets[key] = {int(q): int(v) for q, v in qmap.items()}
+
+    def _persist_consumer_offsets(self) -> None:
+        table = {k: dict(v) for k, v in self._offsets.items()}
+        persist(self.store_dir / "config" / "consumerOffset.json", dumps_fastjson({"offsetTable": table}) + "\n")
+
+    def _load_topics(self) -> None:
+        data = load_with_bak(self.store_dir / "config" / "topics.json")
+        table = (data or {}).get("topicConfigTable", {}) if isinstance(data, dict) else {}
+        for name, tc in table.items():
+            if isinstance(tc, dict):
+                self._topics[name] = int(tc.get("writeQueueNums", 4))
+
+    def _persist_topics(self) -> None:
+        table = {}
+        for name, nq in sorted(self._topics.items()):
+            tc: dict[str, Any] = {
+                "order": False, "perm": 6, "readQueueNums": nq, "topicFilterType": "SINGLE_TAG",
+                "topicName": name, "topicSysFlag": 0, "writeQueueNums": nq,
+            }
+            if self.config.flavour >= 5:
+                tc["attributes"] = {}
+            table[name] = tc
+        persist(self.store_dir / "config" / "topics.json", dumps_fastjson({"topicConfigTable": table}) + "\n")
+
+    def _note_topic(self, topic: str, queue_id: int) -> None:
+        n = self._topics.get(topic)
+        if n is None or queue_id >= n:
+            self._topics[topic] = max(4, queue_id + 1, n or 0)
+            self._persist_topics()
+
+    # -- writing --------------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"the store {self.store_dir} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise ConfigError(f"{self.store_dir} was opened read-only")
+
+    def put(self, topic: str, body: bytes, queue_id: int = 0, **kwargs: Any) -> AppendResult:
+        """Append one message (see CommitLog.put for the arguments) and dispatch it (inline mode)."""
+        self._check_writable()
+        if type(queue_id) is int and (topic not in self._topics or queue_id >= self._topics[topic]):
+            if type(topic) is str:
+                self.commitlog._topic_bytes(topic)  # validate before recording the topic
+                if 0 <= queue_id <= 0x7FFFFFFF:
+                    self._note_topic(topic, queue_id)
+        r = self.commitlog.put(topic, body, queue_id, **kwargs)
+        if self._reput_thread is None:
+            self.dispatch()
+        return r
+
+    def put_batch(self, topic: str, bodies: Sequence[bytes], queue_id: int = 0, **kwargs: Any) -> BatchAppendResult:
+        """Append a batch (see CommitLog.put_batch) and dispatch it (inline mode)."""
+        self._check_writable()
+        if type(topic) is str and type(queue_id) is int and (
+            topic not in self._topics or queue_id >= self._topics[topic]
+        ):
+            self.commitlog._topic_bytes(topic)
+            if 0 <= queue_id <= 0x7FFFFFFF:
+                self._note_topic(topic, queue_id)
+        r = self.commitlog.put_batch(topic, bodies, queue_id, **kwargs)
+        if self._reput_thread is None:
+            self.dispatch()
+        return r
+
+    # -- dispatch (ReputMessageService) -----------------------------------------------------------------
+    @property
+    def dispatch_lag(self) -> int:
+        """Bytes of CommitLog not yet dispatched to consume queues and index files."""
+        return max(0, self.commitlog.max_offset - self.reput_from_offset)
+
+    def consume_queue(self, topic: str, queue_id: int, create: bool = False) -> ConsumeQueue | None:
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None and create:
+            cq = ConsumeQueue(self.store_dir, topic, queue_id, file_size=self.config.cq_file_size)
+            self.consume_queues[(topic, queue_id)] = cq
+        return cq
+
+    def dispatch(self, limit: int | None = None) -> int:
+        """Dispatch CommitLog records from ``reput_from_offset`` up to the end (or ``limit``).
+
+        Returns how many records were dispatched. Idempotent: re-dispatching records that the
+        consume queues and index already hold changes nothing.
+        """
+        self._check_open()
+        with self._dispatch_lock:
+            cl = self.commitlog
+            end = cl.max_offset if limit is None else min(limit, cl.max_offset)
+            n = 0
+            while self.reput_from_offset < end:
+                batch = cl.read_batch(self.reput_from_offset, 4096)  # stays within one file
+                if len(batch):
+                    self._dispatch_batch(batch)
+                    n += len(batch)
+                if batch.next_offset <= self.reput_from_offset:
+                    break  # nothing more written here yet
+                self.reput_from_offset = batch.next_offset
+            return n
+
+    def _dispatch_batch(self, batch: Any) -> None:
+        cols = batch.columns
+        data = batch.data
+        phys = batch.physical_positions.tolist()
+        sizes = cols[L.C_SIZE].tolist()
+        qids = cols[L.C_QUEUE_ID].tolist()
+        qoffs = cols[L.C_QUEUE_OFFSET].tolist()
+        sysf = cols[L.C_SYS_FLAG].tolist()
+        tss = cols[L.C_STORE_TIMESTAMP].tolist()
+        topics = batch.topics()
+        props = batch.properties_strings()
+        index = self.index
+        for i in range(len(phys)):
+            pmap = parse_properties(props[i])
+            topic = topics[i]
+            tran = sysf[i] & L.TRANSACTION_MASK
+            if tran == L.TRANSACTION_NOT_TYPE or tran == L.TRANSACTION_COMMIT:
+                cq = self.consume_queue(topic, qids[i], create=True)
+                assert cq is not None
+                cq.put(phys[i], sizes[i], compute_tags_code(topic, pmap, tss[i]), qoffs[i])
+            if index is not None:
+                index.build_index(topic, pmap.get(L.PROPERTY_UNIQ_KEY), pmap.get(L.PROPERTY_KEYS), phys[i], tss[i], sysf[i])
+
+    def _reput_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.dispatch() == 0:
+                    self._stop.wait(0.001)
+            except StoreClosedError:
+                return
+
+    def wait_dispatched(self, timeout: float = 10.0) -> bool:
+        """Wait until dispatch has caught up with the CommitLog (background mode)."""
+        deadline = time.monotonic() + timeout
+        while self.dispatch_lag > 0:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0005)
+        return True
+
+    # -- reading ----------------------------------------------------------------------------------------
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def read_record_bytes(self, physical_offset: int, size: int) -> bytes:
+        mf = self.commitlog.queue.find(physical_offset)
+        pos = physical_offset - mf.file_from_offset
+        if pos + size > mf.wrote_position:
+            raise OffsetOutOfRangeError(f"record at {physical_offset} runs past the written data")
+        return bytes(mf.mm[pos : pos + size])
+
+    def get_messages(
+        self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+        max_bytes: int = 128 * 1024 * 1024, tag_filter: str | None = None,
+    ) -> GetResult:
+        """DefaultMessageStore.getMessage: pull from ``offset`` with RocketMQ's statuses and next offsets."""
+        self._check_open()
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, _store=self)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi, _store=self)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi, _store=self)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi, _store=self)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi, _store=self)
+        cfg = self.config
+        max_filter = max(16000, max_msgs * L.CQ_UNIT_SIZE) // L.CQ_UNIT_SIZE
+        units = cq.units(offset, max_filter)
+        if len(units) == 0:
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, offset + 1, lo, hi, _store=self)
+        codes = _tag_codes(tag_filter)
+        max_phys = self.commitlog.max_offset
+        mem_limit = _ram_bytes() * cfg.access_message_in_memory_max_ratio // 100
+        cl_min = self.commitlog.min_offset
+        status = GetStatus.NO_MATCHED_MESSAGE
+        res = GetResult(status, 0, lo, hi, _store=self)
+        total = 0
+        i = 0
+        offs = units["offset"].tolist()
+        szs = units["size"].tolist()
+        tags = units["tags"].tolist()
+        n = len(offs)
+        while i < n:
+            off, size, code = offs[i], szs[i], tags[i]
+            in_disk = max_phys - off > mem_limit
+            count = len(res.physical_offsets)
+            if total and count:
+                if max_msgs <= count:
+                    break
+                lim_b, lim_c = (
+                    (cfg.max_transfer_bytes_on_disk, cfg.max_transfer_count_on_disk) if in_disk
+                    else (cfg.max_transfer_bytes_in_memory, cfg.max_transfer_count_in_memory)
+                )
+                if total + size > min(lim_b, max_bytes) or count > lim_c - 1:
+                    break
+            i += 1
+            # tag filter on the unit (DefaultMessageFilter): ext addresses always match, else the
+            # code's int value must be one of the subscribed tags' hashes (collisions pass through)
+            if codes is not None and code >= -(2**31) and _as_int32(code) not in codes:
+                continue
+            if off < cl_min:
+                if not total:
+                    status = GetStatus.MESSAGE_WAS_REMOVING
+                continue
+            res.physical_offsets.append(off)
+            res.queue_offsets.append(offset + i - 1)
+            res.sizes.append(size)
+            total += size
+            status = GetStatus.FOUND
+        res.status = status
+        res.next_begin_offset = offset + i
+        return res
+
+    def query_by_key(
+        self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1, max_num: int = 64, *, raw: bool = False,
+    ) -> list[MessageExt]:
+        """Messages whose KEYS token or UNIQ_KEY is ``key`` (queryMessage), in physical order.
+
+        RocketMQ stores only a 4-byte hash of ``topic#key``, so its answer includes hash collisions
+        (``raw=True`` returns exactly that). By default each candidate is re-checked against the
+        record (topic, KEYS tokens, UNIQ_KEY) and collisions are dropped.
+        """
+        self._check_open()
+        if self.index is None:
+            raise ConfigError("the message index is disabled (message_index_enable=False)")
+        offsets = self.query_offsets(topic, key, begin, end, max_num)
+        out = []
+        for off in offsets:
+            try:
+                m = self.commitlog.read(off)
+            except (OffsetOutOfRangeError, CorruptionError):
+                continue
+            if raw or (m.topic == topic and (m.uniq_key == key or key in m.keys)):
+                out.append(m)
+        return out
+
+    def query_offsets(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1, max_num: int = 64) -> list[int]:
+        """The raw index answer of queryMessage: physical offsets sorted ascending (hash matches only)."""
+        self._check_open()
+        if self.index is None:
+            raise ConfigError("the message index is disabled (message_index_enable=False)")
+        raw, _, _ = self.index.query_offset(topic, key, min(max_num, self.config.max_msgs_num_batch), begin, end)
+        return sorted(raw)
+
+    def get_by_msg_id(self, msg_id: str) -> MessageExt:
+        """The message with this offset message id (store host + physical offset)."""
+        self._check_open()
+        host, off = decode_message_id(msg_id)
+        m = self.commitlog.read(off)
+        if m.store_host != host:
+            raise OffsetOutOfRangeError(f"message id {msg_id} names store host {host}, the record says {m.store_host}")
+        return m
+
+    def store_time_of(self, physical_offset: int, size: int = 0) -> int | None:
+        """STORETIMESTAMP of the record at ``physical_offset`` (CommitLog.pickupStoreTimestamp)."""
+        try:
+            mf = self.commitlog.queue.find(physical_offset)
+        except OffsetOutOfRangeError:
+            return None
+        pos = physical_offset - mf.file_from_offset
+        if pos + 76 > mf.wrote_position:
+            return None
+        sys_flag = int.from_bytes(mf.mm[pos + 36 : pos + 40], "big")
+        at = pos + (68 if sys_flag & L.FLAG_BORNHOST_V6 else 56)
+        return int.from_bytes(mf.mm[at : at + 8], "big", signed=True)
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int, boundary: str = BOUNDARY_LOWER) -> int:
+        """getOffsetInQueueByTime(ts, boundary): LOWER = first message stored at or after ``ts``,
+        UPPER = last message stored at or before it (RocketMQ 5.x semantics; times come from the
+        records, never from file mtimes)."""
+        self._check_open()
+        if boundary not in (BOUNDARY_LOWER, BOUNDARY_UPPER):
+            raise InvalidMessageError(f"boundary must be 'lower' or 'upper', not {boundary!r}")
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        return cq.offset_by_time(timestamp, self.store_time_of, self.commitlog.min_offset, boundary)
+
+    def earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
+        """Store time of the oldest message (of one queue when given), -1 when there is none."""
+        self._check_open()
+        if topic is None:
+            for item in self.commitlog.iter_records(self.commitlog.min_offset):
+                if isinstance(item, MessageExt):
+                    return item.store_timestamp
+            return -1
+        cq = self.consume_queues.get((topic, queue_id if queue_id is not None else 0))
+        if cq is None or cq.max_offset <= cq.min_offset:
+            return -1
+        unit = cq.get(cq.min_offset)
+        t = self.store_time_of(unit[0]) if unit else None
+        return -1 if t is None else t
+
+    def iter_queue(self, topic: str, queue_id: int, offset: int = 0) -> Iterator[MessageExt]:
+        """Every message of a queue from ``offset``, decoded."""
+        while True:
+            r = self.get_messages("", topic, queue_id, offset, 32)
+            if r.status != GetStatus.FOUND and r.status != GetStatus.NO_MATCHED_MESSAGE:
+                return
+            yield from r.messages
+            if r.next_begin_offset <= offset:
+                return
+            offset = r.next_begin_offset
+
+    # -- consumer offsets ---------------------------------------------------------------------------------
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record the next offset ``group`` will consume (persisted to config/consumerOffset.json)."""
+        self._check_writable()
+        if "@" in topic or "@" in group:
+            raise InvalidMessageError("topic and group may not contain '@'")
+        self._offsets.setdefault(f"{topic}@{group}", {})[int(queue_id)] = int(offset)
+        self._persist_consumer_offsets()
+
+    def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset of ``group`` on a queue, -1 when none (queryOffset)."""
+        return self._offsets.get(f"{topic}@{group}", {}).get(queue_id, -1)
+
+    def topics(self) -> dict[str, int]:
+        """Known topics and their queue counts (config/topics.json)."""
+        return dict(self._topics)
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+    def flush(self) -> None:
+        self._check_open()
+        self.commitlog.flush()
+        for cq in self.consume_queues.values():
+            cq.flush()
+        if self.index is not None:
+            self.index.flush()
+
+    def close(self) -> None:
+        """Dispatch what is pending, flush everything, release the lock. Idempotent."""
+        if self._closed:
+            return
+        if self._reput_thread is not None:
+            self._stop.set()
+            self._reput_thread.join()
+        try:
+            if not self.read_only:
+                self.dispatch()
+                self.flush()
+        finally:
+            self._closed = True
+            self.commitlog.close()
+            for cq in self.consume_queues.values():
+                cq.close()
+            if self.index is not None:
+                self.index.close()
+            self._release_lock()
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _as_int32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
