@@ -28,13 +28,14 @@ from . import layout as L
 from .errors import ConfigError
 from .mappedfile import MappedFile, MappedFileQueue
 
-__all__ = ["ConsumeQueue", "BLANK_UNIT", "BOUNDARY_LOWER", "BOUNDARY_UPPER"]
+__all__ = ["ConsumeQueue", "BLANK_UNIT", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST"]
 
 _UNIT = struct.Struct(">qiq")
 UNIT = L.CQ_UNIT_SIZE
 BLANK_UNIT = (0, 0x7FFFFFFF, 0)  # ConsumeQueue.fillPreBlank filler
 BOUNDARY_LOWER = "lower"
 BOUNDARY_UPPER = "upper"
+BOUNDARY_NEAREST = "nearest"  # RocketMQ 4.x getOffsetInQueueByTime(ts): the closest unit
 _UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 
 
@@ -242,6 +243,8 @@ class ConsumeQueue:
         files = self.queue.files
         if not files or self.max_offset == 0:
             return 0
+        if boundary == BOUNDARY_NEAREST:
+            return self._offset_by_time_4x(timestamp, store_time_of, commitlog_min)
         lower = boundary == BOUNDARY_LOWER
 
         def t_of(mf: MappedFile, idx: int) -> int | None:
@@ -315,6 +318,55 @@ class ConsumeQueue:
             return base + found
         # no exact hit: LOWER = first unit with time > ts; UPPER = last unit with time < ts
         return base + (left if lower else right)
+
+    def _offset_by_time_4x(
+        self, timestamp: int, store_time_of: Callable[[int, int], int | None], commitlog_min: int
+    ) -> int:
+        """4.x: the file is the first whose last unit was stored at or after ``ts`` (4.x compares
+        file mtimes, which a broker leaves at the last write); then a plain binary search that
+        returns an exact hit, else the neighbour with the smaller time distance (ties: earlier)."""
+        files = self.queue.files
+        chosen = files[-1]
+        for mf in files:
+            n = mf.wrote_position // UNIT
+            if n:
+                off, size, _ = _UNIT.unpack_from(mf.mm, (n - 1) * UNIT)
+                t = store_time_of(off, size)
+                if t is not None and t >= timestamp:
+                    chosen = mf
+                    break
+        mf = chosen
+        low, high = 0, mf.wrote_position - UNIT
+        target = left = right = -1
+        left_t = right_t = -1
+        while high >= low:
+            mid = (low + high) // (2 * UNIT) * UNIT
+            off, size, _ = _UNIT.unpack_from(mf.mm, mid)
+            if off < commitlog_min:
+                low = mid + UNIT
+                left = mid
+                continue
+            t = store_time_of(off, size)
+            if t is None or t < 0:
+                return 0
+            if t == timestamp:
+                target = mid
+                break
+            if t > timestamp:
+                high = mid - UNIT
+                right, right_t = mid, t
+            else:
+                low = mid + UNIT
+                left, left_t = mid, t
+        if target != -1:
+            pos = target
+        elif left_t == -1:
+            pos = right
+        elif right_t == -1:
+            pos = left
+        else:
+            pos = right if abs(timestamp - left_t) > abs(timestamp - right_t) else left
+        return (mf.file_from_offset + pos) // UNIT
 
     def flush(self) -> int:
         return self.queue.flush()

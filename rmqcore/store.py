@@ -30,7 +30,7 @@ from . import layout as L
 from .commitlog import AppendResult, BatchAppendResult, CommitLog
 from .config import StoreConfig, detect_file_size, load_geometry, save_geometry
 from .configfiles import dumps_fastjson, load_with_bak, persist
-from .consumequeue import BOUNDARY_LOWER, BOUNDARY_UPPER, ConsumeQueue
+from .consumequeue import BOUNDARY_LOWER, BOUNDARY_NEAREST, BOUNDARY_UPPER, ConsumeQueue
 from .errors import (
     ConfigError,
     CorruptionError,
@@ -41,7 +41,9 @@ from .errors import (
 )
 from .message import MessageExt, compute_tags_code, decode_message_id, parse_properties
 
-__all__ = ["MessageStore", "GetResult", "GetStatus", "StoreConfig", "BOUNDARY_LOWER", "BOUNDARY_UPPER"]
+__all__ = [
+    "MessageStore", "GetResult", "GetStatus", "StoreConfig", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST",
+]
 
 
 class GetStatus:
@@ -536,11 +538,11 @@ class MessageStore:
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp: int, boundary: str = BOUNDARY_LOWER) -> int:
         """getOffsetInQueueByTime(ts, boundary): LOWER = first message stored at or after ``ts``,
-        UPPER = last message stored at or before it (RocketMQ 5.x semantics; times come from the
-        records, never from file mtimes)."""
+        UPPER = last message stored at or before it (RocketMQ 5.x semantics), NEAREST = the 4.x
+        answer (the closest message). Times come from the records, never from file mtimes."""
         self._check_open()
-        if boundary not in (BOUNDARY_LOWER, BOUNDARY_UPPER):
-            raise InvalidMessageError(f"boundary must be 'lower' or 'upper', not {boundary!r}")
+        if boundary not in (BOUNDARY_LOWER, BOUNDARY_UPPER, BOUNDARY_NEAREST):
+            raise InvalidMessageError(f"boundary must be 'lower', 'upper' or 'nearest', not {boundary!r}")
         cq = self.consume_queues.get((topic, queue_id))
         if cq is None:
             return 0

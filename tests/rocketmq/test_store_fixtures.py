@@ -73,3 +73,33 @@ def test_replaying_manifest_writes_identical_consume_queues(
     cl_src = rmq_fixtures / version / f"store{store}" / "commitlog"
     for p in cl_src.iterdir():
         assert p.read_bytes() == (tmp_path / "commitlog" / p.name).read_bytes(), p.name
+
+
+@pytest.mark.parametrize("store", ("A", "C"))
+@pytest.mark.parametrize("version", VERSIONS)
+def test_offset_by_time_matches_rocketmq(impl, rmq_fixtures: Path, version: str, store: str) -> None:
+    """5.3.3's default getOffsetInQueueByTime is LOWER; 4.9.8 returns the nearest unit (its file
+    choice by mtime is replaced by the last unit's store time, which is what the golden mtimes are)."""
+    boundary = "nearest" if version.startswith("4") else "lower"
+    lines = [o for o in M.load(rmq_fixtures / version, store, "dump") if o["type"] == "offset_by_time"]
+    assert len(lines) > 900
+    with _open_ro(rmq_fixtures / version / f"store{store}", impl.name) as s:
+        got = [s.offset_by_time(o["topic"], o["queueId"], o["timestamp"], boundary) for o in lines]
+        assert got == [o["result"] for o in lines]
+        # LOWER/UPPER by definition: LOWER is the first message stored at or after ts, UPPER the
+        # last one stored at or before it (single-file queues here)
+        cache: dict[tuple[str, int], list[int]] = {}
+        for o in lines[:: 3 if version.startswith("5") else 7]:
+            key = (o["topic"], o["queueId"])
+            if key not in cache:
+                cq = s.consume_queue(*key)
+                cache[key] = [s.store_time_of(cq.get(q)[0]) for q in range(cq.min_offset, cq.max_offset)]
+            times = cache[key]
+            ts = o["timestamp"]
+            lo = s.offset_by_time(o["topic"], o["queueId"], ts, "lower")
+            up = s.offset_by_time(o["topic"], o["queueId"], ts, "upper")
+            assert lo == next((q for q, t in enumerate(times) if t >= ts), len(times))
+            if times[0] <= ts:
+                assert up == max(q for q, t in enumerate(times) if t <= ts)
+            else:
+                assert up == 0
