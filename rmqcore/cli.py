@@ -111,7 +111,72 @@ def _cmd_dump_commitlog(args: argparse.Namespace) -> int:
 
 def _add_geometry(p: argparse.ArgumentParser) -> None:
     p.add_argument("--commitlog-file-size", type=int, default=None,
-                   help="bytes per commitlog file (default: taken from the files, else 1 GiB)")
+                   help="bytes per commitlog file (default: rmqcore.json, else the files, else 1 GiB)")
+    p.add_argument("--cq-file-size", type=int, default=None,
+                   help="bytes per consume queue file (default: rmqcore.json, else the files, else 6,000,000)")
+    p.add_argument("--index-slots", type=int, default=None, help="index hash slots (default 5,000,000)")
+    p.add_argument("--index-entries", type=int, default=None, help="index entries per file (default 20,000,000)")
+
+
+def _geometry(args: argparse.Namespace) -> dict[str, int]:
+    out = {}
+    for k in ("commitlog_file_size", "cq_file_size", "index_slots", "index_entries"):
+        v = getattr(args, k, None)
+        if v is not None:
+            out[k] = v
+    return out
+
+
+def _open_store(args: argparse.Namespace, index: bool = False) -> Any:
+    from .store import MessageStore
+
+    store = Path(args.store_dir)
+    if not (store / "commitlog").is_dir():
+        raise _Usage(f"{store} has no commitlog/ directory (is it a store root?)")
+    return MessageStore(store, read_only=True, message_index_enable=index, **_geometry(args))
+
+
+class _Usage(Exception):
+    pass
+
+
+def _cmd_dump_cq(args: argparse.Namespace) -> int:
+    with _open_store(args) as s:
+        cq = s.consume_queue(args.topic, args.queue_id)
+        if cq is None:
+            print(f"rmqcore: no consume queue {args.topic}/{args.queue_id} in {args.store_dir}", file=sys.stderr)
+            return 1
+        units = cq.all_units()
+        base = cq.queue.min_offset() // L.CQ_UNIT_SIZE if cq.queue.files else 0
+        for i, (off, size, tags) in enumerate(zip(units["offset"].tolist(), units["size"].tolist(),
+                                                   units["tags"].tolist())):
+            q = base + i
+            if args.json:
+                _emit({"queue_offset": q, "physical_offset": off, "size": size, "tags_code": tags})
+            else:
+                print(f"{q:>10} physical_offset={off} size={size} tags_code={tags}")
+    return 0
+
+
+def _cmd_get(args: argparse.Namespace) -> int:
+    with _open_store(args) as s:
+        r = s.get_messages(args.group, args.topic, args.queue, args.offset, args.max)
+        out = {"status": r.status, "next_begin_offset": r.next_begin_offset, "min_offset": r.min_offset,
+               "max_offset": r.max_offset, "physical_offsets": r.physical_offsets}
+        if args.json:
+            _emit(out)
+        else:
+            print(f"{r.status} next={r.next_begin_offset} min={r.min_offset} max={r.max_offset} "
+                  f"messages={r.message_count}")
+            for m in r.messages:
+                print(f"  {m.queue_offset:>8} @{m.position} {m.topic} tags={m.tags!r} body={len(m.body)}B")
+    return 0
+
+
+def _cmd_offset_by_time(args: argparse.Namespace) -> int:
+    with _open_store(args) as s:
+        print(s.offset_by_time(args.topic, args.queue, args.time, args.boundary))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,6 +193,35 @@ def build_parser() -> argparse.ArgumentParser:
     _add_geometry(dcl)
     dcl.set_defaults(func=_cmd_dump_commitlog)
 
+    dcq = dsub.add_parser("cq", help="every unit of one consume queue")
+    dcq.add_argument("store_dir")
+    dcq.add_argument("topic")
+    dcq.add_argument("queue_id", type=int)
+    dcq.add_argument("--json", action="store_true", help="one JSON object per line")
+    _add_geometry(dcq)
+    dcq.set_defaults(func=_cmd_dump_cq)
+
+    get = sub.add_parser("get", help="pull messages from a queue as a consumer would (getMessage)")
+    get.add_argument("store_dir")
+    get.add_argument("--topic", required=True)
+    get.add_argument("--queue", type=int, required=True)
+    get.add_argument("--offset", type=int, required=True)
+    get.add_argument("--max", type=int, default=32)
+    get.add_argument("--group", default="rmqcore-cli")
+    get.add_argument("--json", action="store_true")
+    _add_geometry(get)
+    get.set_defaults(func=_cmd_get)
+
+    obt = sub.add_parser("offset-by-time", help="the queue offset for a store time (getOffsetInQueueByTime)")
+    obt.add_argument("store_dir")
+    obt.add_argument("--topic", required=True)
+    obt.add_argument("--queue", type=int, required=True)
+    obt.add_argument("--time", type=int, required=True, help="milliseconds since the epoch")
+    obt.add_argument("--boundary", choices=("lower", "upper", "nearest"), default="lower",
+                     help="lower: first message at/after; upper: last at/before; nearest: RocketMQ 4.x")
+    _add_geometry(obt)
+    obt.set_defaults(func=_cmd_offset_by_time)
+
     try:
         from .kafka import cli as kafka_cli
     except ImportError:
@@ -142,6 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
+    except _Usage as e:
+        print(f"rmqcore: {e}", file=sys.stderr)
+        return 2
     except RmqError as e:
         print(f"rmqcore: {e}", file=sys.stderr)
         return 1

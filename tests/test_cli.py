@@ -72,3 +72,41 @@ def test_dump_commitlog_text_and_usage_errors(rmq_fixtures: Path, tmp_path: Path
     (tmp_path / "commitlog" / "00000000000000000000").write_bytes(b"\0" * 5000)
     p = run_cli("dump", "commitlog", str(tmp_path), "--commitlog-file-size", "4096")
     assert p.returncode == 1 and "length 5000" in p.stderr
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_dump_cq_get_and_offset_by_time(rmq_fixtures: Path, version: str) -> None:
+    store = rmq_fixtures / version / "storeA"
+    dump = M.load(rmq_fixtures / version, "A", "dump")
+    cq = [o for o in dump if o["type"] == "cq" and o["topic"] == "TopicC" and o["queueId"] == 3]
+    p = run_cli("dump", "cq", str(store), "TopicC", "3", "--json")
+    assert p.returncode == 0, p.stderr
+    got = [json.loads(x) for x in p.stdout.splitlines()]
+    assert got == [{"queue_offset": o["queueOffset"], "physical_offset": o["phyOffset"], "size": o["size"],
+                    "tags_code": o["tagsCode"]} for o in cq]
+
+    pulls = [o for o in dump if o["type"] == "pull" and o["topic"] == "TopicB_longer-name_01"][:3]
+    for o in pulls:
+        p = run_cli("get", str(store), "--topic", o["topic"], "--queue", str(o["queueId"]),
+                    "--offset", str(o["requestOffset"]), "--json")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout) == {"status": o["status"], "next_begin_offset": o["nextBeginOffset"],
+                                        "min_offset": o["minOffset"], "max_offset": o["maxOffset"],
+                                        "physical_offsets": o["phyOffsets"]}
+
+    boundary = "nearest" if version.startswith("4") else "lower"
+    obt = [o for o in dump if o["type"] == "offset_by_time" and o["topic"] == "TopicC"][10:14]
+    for o in obt:
+        p = run_cli("offset-by-time", str(store), "--topic", o["topic"], "--queue", str(o["queueId"]),
+                    "--time", str(o["timestamp"]), "--boundary", boundary)
+        assert p.returncode == 0, p.stderr
+        assert int(p.stdout) == o["result"]
+
+
+def test_store_commands_usage_errors(tmp_path: Path, rmq_fixtures: Path) -> None:
+    p = run_cli("get", str(tmp_path), "--topic", "T", "--queue", "0", "--offset", "0")
+    assert p.returncode == 2 and "commitlog" in p.stderr
+    p = run_cli("dump", "cq", str(rmq_fixtures / "4.9.8" / "storeA"), "NoSuchTopic", "0")
+    assert p.returncode == 1 and "NoSuchTopic" in p.stderr
+    p = run_cli("offset-by-time", str(rmq_fixtures / "4.9.8" / "storeA"), "--topic", "T", "--queue", "0")
+    assert p.returncode == 2
