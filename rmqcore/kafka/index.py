@@ -1,0 +1,627 @@
+"""Kafka's fixed-entry mmap indexes: ``AbstractIndex``, ``OffsetIndex`` (``.index``), ``TimeIndex``.
+
+File layout (big-endian, no header, no checksum)::
+
+    .index      entry = int32 relativeOffset | int32 physicalPosition          (8 bytes)
+    .timeindex  entry = int64 timestamp      | int32 relativeOffset            (12 bytes)
+
+``relativeOffset = offset - baseOffset`` must fit ``[0, Int.MAX]``. An offset-index entry
+``(O, P)`` means "the append (or batch) that starts at byte P of the .log ends at offset O"; a
+time-index entry ``(T, O)`` means "T is the largest timestamp seen up to the batch ending at O".
+
+Invariants, as in Kafka:
+
+* A new file is preallocated to ``roundDown(max_index_size, entry_size)`` zero bytes and the write
+  position starts at 0. A reopened file's entry count is ``roundDown(length, entry_size) / entry_size``
+  -- every slot counts, there is no scan for a zero tail -- which is why indexes are trimmed to
+  their valid size on close and roll (:meth:`AbstractIndex.trim_to_valid_size`).
+* :meth:`AbstractIndex.resize` keeps the entry count, zero-extends or shrinks the file and remaps it.
+* The time index reserves its last slot for the entry written on roll/close (``is_full`` at
+  ``max_entries - 1``).
+* Searches are Kafka's ``indexSlotRangeFor`` with the 8 KiB warm section (native kernel ``sparse``).
+
+Crash semantics: indexes are not checksummed; after an unclean shutdown they are rebuilt from the
+log (``LogSegment.recover``). :meth:`sanity_check` detects the usual zero-tail damage.
+
+Thread safety: every method takes the index's lock, so lookups never race a remap.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from rmqcore.errors import (
+    ConfigError,
+    IndexCorruptError,
+    OffsetOutOfRangeError,
+    RmqError,
+    SegmentFullError,
+    StoreClosedError,
+)
+
+from ._kernels import kernels
+
+__all__ = [
+    "AbstractIndex",
+    "OffsetIndex",
+    "TimeIndex",
+    "OffsetPosition",
+    "TimestampOffset",
+    "InvalidOffsetError",
+    "DEFAULT_MAX_INDEX_SIZE",
+]
+
+#: segment.index.bytes default (log.index.size.max.bytes): 10 MiB.
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+_INT32_MAX = (1 << 31) - 1
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+LARGEST_LOWER_BOUND = 0
+SMALLEST_UPPER_BOUND = 1
+_OFFSET_ENTRY = struct.Struct(">ii")
+_new_tuple = tuple.__new__  # builds NamedTuples without their Python-level __new__ (hot lookups)
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+class InvalidOffsetError(RmqError, ValueError):
+    """An index append out of order (Kafka ``InvalidOffsetException``)."""
+
+
+class OffsetPosition(NamedTuple):
+    """An offset-index entry: absolute ``offset``, byte ``position`` in the .log."""
+
+    offset: int
+    position: int
+
+
+class TimestampOffset(NamedTuple):
+    """A time-index entry: ``timestamp`` (ms), absolute ``offset``."""
+
+    timestamp: int
+    offset: int
+
+
+def _clamp64(v: int) -> int:
+    return _INT64_MIN if v < _INT64_MIN else _INT64_MAX if v > _INT64_MAX else v
+
+
+class AbstractIndex:
+    """A file of fixed-size entries mapped into memory (Kafka ``AbstractIndex``).
+
+    Args:
+        path: the index file.
+        base_offset: the segment's base offset (entries store offsets relative to it).
+        max_index_size: ``segment.index.bytes``: the preallocated size of a new file and the size
+            :meth:`resize` re-expands an active index to.
+        writable: map read-write (and create the file if missing); read-only otherwise. A read-only
+            index whose file does not exist is empty.
+        impl: kernel implementation ("native", "pure" or None for the process default).
+
+    Raises:
+        ConfigError: ``max_index_size`` smaller than one entry when a file must be created.
+        OSError: the file cannot be opened or mapped.
+    """
+
+    ENTRY_SIZE = 0
+    KEY_POS = KEY_WIDTH = VALUE_POS = VALUE_WIDTH = 0
+    KIND = "index"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        writable: bool = True,
+        impl: str | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.base_offset = int(base_offset)
+        self.max_index_size = int(max_index_size)
+        self.writable = writable
+        self._k = kernels(impl)
+        self._search = self._k.sparse.index_search
+        self._lock = threading.RLock()
+        self._fd = -1
+        self._mmap: mmap.mmap | None = None
+        self._length = 0
+        self._entries = 0
+        self._max_entries = 0
+        self._closed = False
+        self.warm_entries = 8192 // self.ENTRY_SIZE
+        es = self.ENTRY_SIZE
+        if writable:
+            newly_created = not self.path.exists()
+            if newly_created and self.max_index_size < es:
+                raise ConfigError(f"Invalid max index size: {self.max_index_size}")
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if newly_created:
+                os.ftruncate(self._fd, self.max_index_size - self.max_index_size % es)
+        else:
+            newly_created = False
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                self._fd = -1
+        self._length = os.fstat(self._fd).st_size if self._fd >= 0 else 0
+        self._map()
+        self._entries = 0 if newly_created else (self._length - self._length % es) // es
+        self._max_entries = self._length // es
+
+    # --- mapping -----------------------------------------------------------------------------------
+    def _map(self) -> None:
+        if self._length == 0 or self._fd < 0:
+            self._mmap = None
+            return
+        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+        self._mmap = mmap.mmap(self._fd, self._length, access=access)
+
+    def _unmap(self) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def _buf(self) -> Any:
+        m = self._mmap
+        if m is not None:
+            return m
+        if self._closed:
+            raise StoreClosedError(f"index {self.path} is closed")
+        return b""
+
+    def _require_writable(self) -> None:
+        if not self.writable:
+            raise PermissionError(f"index {self.path} is open read-only")
+
+    # --- sizes -------------------------------------------------------------------------------------
+    @property
+    def entries(self) -> int:
+        """Live entries (Kafka ``entries()``)."""
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        """Slots the current file length holds (``length // entry_size``)."""
+        return self._max_entries
+
+    @property
+    def length(self) -> int:
+        """Current file length in bytes."""
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._entries * self.ENTRY_SIZE
+
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    # --- search ------------------------------------------------------------------------------------
+    def _slot(self, target: int, key: bool, mode: int) -> int:
+        pos, width = (self.KEY_POS, self.KEY_WIDTH) if key else (self.VALUE_POS, self.VALUE_WIDTH)
+        if not _INT64_MIN <= target <= _INT64_MAX:
+            target = _clamp64(target)
+        return int(
+            self._search(
+                self._buf(), self._entries, self.ENTRY_SIZE, pos, width, target, mode, self.warm_entries
+            )
+        )
+
+    def _field(self, slot: int, pos: int, width: int) -> int:
+        fmt = ">i" if width == 4 else ">q"
+        return int(struct.unpack_from(fmt, self._buf(), slot * self.ENTRY_SIZE + pos)[0])
+
+    # --- mutation ----------------------------------------------------------------------------------
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to ``roundDown(new_size, entry_size)``, keeping the entries.
+
+        Returns:
+            False when the length is already that, True after resizing.
+
+        Raises:
+            PermissionError: read-only index.
+            ValueError: the new size cannot hold the live entries.
+        """
+        with self._lock:
+            self._require_writable()
+            rounded = new_size - new_size % self.ENTRY_SIZE
+            if self._length == rounded:
+                return False
+            if rounded < self._entries * self.ENTRY_SIZE:
+                raise ValueError(
+                    f"cannot resize {self.path} to {rounded} bytes: it holds {self._entries} entries"
+                )
+            self._unmap()
+            os.ftruncate(self._fd, rounded)
+            self._length = rounded
+            self._max_entries = rounded // self.ENTRY_SIZE
+            self._map()
+            self._after_resize()
+            return True
+
+    def _after_resize(self) -> None:
+        pass
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to the live entries (on close and roll)."""
+        with self._lock:
+            self.resize(self._entries * self.ENTRY_SIZE)
+
+    def truncate(self) -> None:
+        """Drop every entry (the file keeps its length)."""
+        with self._lock:
+            self._truncate_to_entries(0)
+
+    def reset(self) -> None:
+        """Drop every entry and re-expand the file to ``max_index_size``."""
+        with self._lock:
+            self.truncate()
+            self.resize(self.max_index_size)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._entries = entries
+
+    def _truncate_to_slot(self, offset: int, key: bool) -> None:
+        # slot = largest entry <= offset; drop it too when it is exactly offset (Kafka truncateTo).
+        slot = self._slot(offset - self.base_offset, key, LARGEST_LOWER_BOUND)
+        if slot < 0:
+            n = 0
+        elif self._relative_offset(slot) == offset - self.base_offset:
+            n = slot
+        else:
+            n = slot + 1
+        self._truncate_to_entries(n)
+
+    def _relative_offset(self, slot: int) -> int:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """msync the mapped file."""
+        with self._lock:
+            if self._mmap is not None and self.writable:
+                self._mmap.flush()
+
+    def close(self) -> None:
+        """Trim to the valid size (writable indexes) and unmap. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            if self.writable:
+                self.trim_to_valid_size()
+            self.close_handler()
+
+    def close_handler(self) -> None:
+        """Unmap and close without trimming."""
+        with self._lock:
+            if self._closed:
+                return
+            self._unmap()
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._closed = True
+
+    def delete_if_exists(self) -> bool:
+        """Close and delete the file."""
+        with self._lock:
+            self.close_handler()
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                return False
+            return True
+
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
+        with self._lock:
+            os.replace(self.path, path)
+            self.path = Path(path)
+
+    def sanity_check(self) -> None:
+        raise NotImplementedError
+
+    def _corrupt(self, detail: str, slot: int) -> IndexCorruptError:
+        return IndexCorruptError(detail, max(slot, 0) * self.ENTRY_SIZE, str(self.path))
+
+    def __enter__(self) -> AbstractIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} {self.path.name} base={self.base_offset} "
+            f"entries={self._entries}/{self._max_entries}>"
+        )
+
+
+class OffsetIndex(AbstractIndex):
+    """``.index``: 8-byte entries ``int32 relativeOffset | int32 position`` (Kafka ``OffsetIndex``)."""
+
+    ENTRY_SIZE = 8
+    KEY_POS, KEY_WIDTH = 0, 4
+    VALUE_POS, VALUE_WIDTH = 4, 4
+    KIND = "offset index"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._last_offset = self._read_last_offset()
+
+    def _relative_offset(self, slot: int) -> int:
+        return self._field(slot, 0, 4)
+
+    def _read_last_offset(self) -> int:
+        if self._entries == 0:
+            return self.base_offset
+        return self.base_offset + self._relative_offset(self._entries - 1)
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry, or the base offset when empty."""
+        return self._last_offset
+
+    def entry(self, n: int) -> OffsetPosition:
+        """Entry ``n`` (absolute offset).
+
+        Raises:
+            IndexError: ``n`` is not a live entry.
+        """
+        with self._lock:
+            if not 0 <= n < self._entries:
+                raise IndexError(
+                    f"Attempt to fetch the {n}th entry from index {self.path}, "
+                    f"which has size {self._entries}."
+                )
+            rel, pos = struct.unpack_from(">ii", self._buf(), n * 8)
+            return OffsetPosition(self.base_offset + rel, pos)
+
+    def entries_list(self) -> list[OffsetPosition]:
+        """Every live entry."""
+        with self._lock:
+            buf = self._buf()
+            b = self.base_offset
+            return [OffsetPosition(b + r, p) for r, p in struct.iter_unpack(">ii", buf[: self._entries * 8])]
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the largest offset <= ``target_offset``; ``(base_offset, 0)`` when none."""
+        base = self.base_offset
+        target = target_offset - base
+        if not _INT64_MIN <= target <= _INT64_MAX:
+            target = _clamp64(target)
+        with self._lock:
+            buf = self._buf()
+            slot = self._search(buf, self._entries, 8, 0, 4, target, 0, self.warm_entries)
+            if slot == -1:
+                return _new_tuple(OffsetPosition, (base, 0))
+            rel, pos = _OFFSET_ENTRY.unpack_from(buf, slot * 8)
+            return _new_tuple(OffsetPosition, (base + rel, pos))
+
+    def fetch_upper_bound_offset(self, fetch_position: int, fetch_size: int) -> OffsetPosition | None:
+        """The first entry whose position >= ``fetch_position + fetch_size`` (Kafka's search), or None."""
+        with self._lock:
+            slot = self._slot(fetch_position + fetch_size, False, SMALLEST_UPPER_BOUND)
+            if slot == -1:
+                return None
+            rel, pos = struct.unpack_from(">ii", self._buf(), slot * 8)
+            return OffsetPosition(self.base_offset + rel, pos)
+
+    def append(self, offset: int, position: int) -> None:
+        """Append ``(offset, position)``.
+
+        Raises:
+            SegmentFullError: the index is full (the segment should have rolled).
+            InvalidOffsetError: ``offset`` is not above the last offset.
+            OffsetOutOfRangeError: ``offset`` is not relative-able to the base offset.
+        """
+        with self._lock:
+            self._require_writable()
+            if self.is_full():
+                raise SegmentFullError(f"Attempt to append to a full index (size = {self._entries}).")
+            if self._entries != 0 and offset <= self._last_offset:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset ({offset}) to position {self._entries} no larger than "
+                    f"the last offset appended ({self._last_offset}) to {self.path}."
+                )
+            rel = offset - self.base_offset
+            if not 0 <= rel <= _INT32_MAX:
+                raise OffsetOutOfRangeError(
+                    f"Integer overflow for offset: {offset} ({self.path}): "
+                    f"not relative to base {self.base_offset}"
+                )
+            if not 0 <= position <= _INT32_MAX:
+                raise ValueError(f"position {position} does not fit int32")
+            struct.pack_into(">ii", self._buf(), self._entries * 8, rel, position)
+            self._entries += 1
+            self._last_offset = offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries with offset >= ``offset``."""
+        with self._lock:
+            self._truncate_to_slot(offset, True)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._entries = entries
+        self._last_offset = self._read_last_offset()
+
+    def _after_resize(self) -> None:
+        self._last_offset = self._read_last_offset()
+
+    def sanity_check(self) -> None:
+        """Kafka ``OffsetIndex.sanityCheck``.
+
+        Raises:
+            IndexCorruptError: the last offset is below the base offset, or the length is not a
+                multiple of 8.
+        """
+        with self._lock:
+            if self._entries != 0 and self._last_offset < self.base_offset:
+                raise self._corrupt(
+                    f"Corrupt index found, index file ({self.path.name}) has non-zero size but the last "
+                    f"offset is {self._last_offset} which is less than the base offset {self.base_offset}",
+                    self._entries - 1,
+                )
+            if self._length % 8 != 0:
+                raise self._corrupt(
+                    f"Index file {self.path.name} is corrupt, found {self._length} bytes which is neither "
+                    f"positive nor a multiple of 8",
+                    self._length // 8,
+                )
+
+
+class TimeIndex(AbstractIndex):
+    """``.timeindex``: 12-byte entries ``int64 timestamp | int32 relativeOffset`` (Kafka ``TimeIndex``)."""
+
+    ENTRY_SIZE = 12
+    KEY_POS, KEY_WIDTH = 0, 8
+    VALUE_POS, VALUE_WIDTH = 8, 4
+    KIND = "time index"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._last_entry = self._read_last_entry()
+
+    def _relative_offset(self, slot: int) -> int:
+        return self._field(slot, 8, 4)
+
+    def _read_last_entry(self) -> TimestampOffset:
+        if self._entries == 0:
+            return TimestampOffset(-1, self.base_offset)
+        ts, rel = struct.unpack_from(">qi", self._buf(), (self._entries - 1) * 12)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def is_full(self) -> bool:
+        """Full one slot early: the last slot is kept for the entry written on roll/close."""
+        return self._entries >= self._max_entries - 1
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or ``(-1, base_offset)`` when empty."""
+        return self._last_entry
+
+    def entry(self, n: int) -> TimestampOffset:
+        """Entry ``n`` (absolute offset).
+
+        Raises:
+            IndexError: ``n`` is not a live entry.
+        """
+        with self._lock:
+            if not 0 <= n < self._entries:
+                raise IndexError(
+                    f"Attempt to fetch the {n}th entry from time index {self.path}, "
+                    f"which has size {self._entries}."
+                )
+            ts, rel = struct.unpack_from(">qi", self._buf(), n * 12)
+            return TimestampOffset(ts, self.base_offset + rel)
+
+    def entries_list(self) -> list[TimestampOffset]:
+        """Every live entry."""
+        with self._lock:
+            buf = self._buf()
+            b = self.base_offset
+            return [
+                TimestampOffset(t, b + r) for t, r in struct.iter_unpack(">qi", buf[: self._entries * 12])
+            ]
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= ``target_timestamp``; ``(-1, base_offset)`` when none."""
+        target = target_timestamp
+        if not _INT64_MIN <= target <= _INT64_MAX:
+            target = _clamp64(target)
+        with self._lock:
+            buf = self._buf()
+            slot = self._search(buf, self._entries, 12, 0, 8, target, 0, self.warm_entries)
+            if slot == -1:
+                return _new_tuple(TimestampOffset, (-1, self.base_offset))
+            ts, rel = _TIME_ENTRY.unpack_from(buf, slot * 12)
+            return _new_tuple(TimestampOffset, (ts, self.base_offset + rel))
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Append ``(timestamp, offset)`` if ``timestamp`` is above the last entry's.
+
+        Returns:
+            Whether an entry was written.
+
+        Raises:
+            SegmentFullError: the index is full (only the reserved slot is left and
+                ``skip_full_check`` is false, or no slot at all).
+            InvalidOffsetError: ``offset`` below the last entry's offset, or ``timestamp`` below the
+                last entry's timestamp.
+            OffsetOutOfRangeError: ``offset`` not relative-able.
+        """
+        with self._lock:
+            self._require_writable()
+            if not skip_full_check and self.is_full():
+                raise SegmentFullError(f"Attempt to append to a full time index (size = {self._entries}).")
+            last = self._last_entry
+            if self._entries != 0 and offset < last.offset:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset ({offset}) to slot {self._entries} no larger than the "
+                    f"last offset appended ({last.offset}) to {self.path}."
+                )
+            if self._entries != 0 and timestamp < last.timestamp:
+                raise InvalidOffsetError(
+                    f"Attempt to append a timestamp ({timestamp}) to slot {self._entries} no larger than "
+                    f"the last timestamp appended ({last.timestamp}) to {self.path}."
+                )
+            if timestamp <= last.timestamp:
+                return False
+            if self._entries >= self._max_entries:
+                raise SegmentFullError(f"No slot left in time index {self.path} (size = {self._entries}).")
+            rel = offset - self.base_offset
+            if not 0 <= rel <= _INT32_MAX:
+                raise OffsetOutOfRangeError(
+                    f"Integer overflow for offset: {offset} ({self.path}): "
+                    f"not relative to base {self.base_offset}"
+                )
+            struct.pack_into(">qi", self._buf(), self._entries * 12, timestamp, rel)
+            self._entries += 1
+            self._last_entry = TimestampOffset(timestamp, offset)
+            return True
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries with offset >= ``offset`` (searched on the offset field)."""
+        with self._lock:
+            self._truncate_to_slot(offset, False)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._entries = entries
+        self._last_entry = self._read_last_entry()
+
+    def _after_resize(self) -> None:
+        self._last_entry = self._read_last_entry()
+
+    def sanity_check(self) -> None:
+        """Kafka ``TimeIndex.sanityCheck``.
+
+        Raises:
+            IndexCorruptError: the last timestamp is below the first (a zero tail), the last offset is
+                below the base offset, or the length is not a multiple of 12.
+        """
+        with self._lock:
+            last_ts, last_off = self._last_entry
+            if self._entries != 0:
+                first_ts = self._field(0, 0, 8)
+                if last_ts < first_ts:
+                    raise self._corrupt(
+                        f"Corrupt time index found, time index file ({self.path.name}) has non-zero size "
+                        f"but the last timestamp is {last_ts} which is less than the first timestamp "
+                        f"{first_ts}",
+                        self._entries - 1,
+                    )
+                if last_off < self.base_offset:
+                    raise self._corrupt(
+                        f"Corrupt time index found, time index file ({self.path.name}) has non-zero size "
+                        f"but the last offset is {last_off} which is less than the first offset "
+                        f"{self.base_offset}",
+                        self._entries - 1,
+                    )
+            if self._length % 12 != 0:
+                raise self._corrupt(
+                    f"Time index file {self.path.name} is corrupt, found {self._length} bytes which is "
+                    f"neither positive nor a multiple of 12",
+                    self._length // 12,
+                )
