@@ -245,7 +245,12 @@ class MessageStore:
         # dispatch resumes after the last record the consume queues know (4.x ReputMessageService)
         start = max(max((cq.max_physic_offset for cq in self.consume_queues.values()), default=0), cl_min)
         self.reput_from_offset = min(max(start, 0), end)
+        self.segindex = None
         if not self.read_only:
+            from .segindex import SegmentIndexService
+
+            self.segindex = SegmentIndexService(self.store_dir, self.commitlog, impl=self.impl)
+            self.segindex.recover(self.reput_from_offset)
             self.dispatch()
 
     def _read_only_end(self) -> int:
@@ -373,6 +378,10 @@ class MessageStore:
         topics = batch.topics()
         props = batch.properties_strings()
         index = self.index
+        if self.segindex is not None:
+            fs = self.commitlog.file_size
+            file_from = batch.start_offset - batch.start_offset % fs
+            self.segindex.add(file_from, [p - file_from for p in phys], sizes, tss)
         for i in range(len(phys)):
             pmap = parse_properties(props[i])
             topic = topics[i]
@@ -546,7 +555,51 @@ class MessageStore:
         cq = self.consume_queues.get((topic, queue_id))
         if cq is None:
             return 0
+        if boundary != BOUNDARY_NEAREST and self.segindex is not None and self.segindex.monotonic:
+            return self._offset_by_time_indexed(cq, timestamp, boundary)
         return cq.offset_by_time(timestamp, self.store_time_of, self.commitlog.min_offset, boundary)
+
+    def commitlog_offset_by_time(self, timestamp: int, after: bool = False) -> int:
+        """The CommitLog offset of the first record stored at or after ``timestamp`` (strictly after
+        with ``after=True``); the end of the log when there is none. Uses the segment time index to
+        start near it and reads only the records between that entry and the answer."""
+        self._check_open()
+        cl = self.commitlog
+        start = self.segindex.seek_time(timestamp - 1 if not after else timestamp) if self.segindex else cl.min_offset
+        codec = cl._codec
+        out = np.empty((L.NCOLUMNS, 256), dtype=np.int64)
+        off = max(start, cl.min_offset)
+        while off < cl.max_offset:
+            mf = cl.queue.find(off)
+            pos = off - mf.file_from_offset
+            n, end, status = codec.decode_batch(mf.mm, pos, mf.wrote_position, out, False)
+            ts = out[L.C_STORE_TIMESTAMP, :n]
+            hit = np.flatnonzero(ts > timestamp if after else ts >= timestamp)
+            if len(hit):
+                return mf.file_from_offset + int(out[L.C_POSITION, hit[0]])
+            if status == L.ST_BLANK:
+                off = mf.file_end_offset
+            elif n == 0:
+                break
+            else:
+                off = mf.file_from_offset + end
+        return cl.max_offset
+
+    def _offset_by_time_indexed(self, cq: ConsumeQueue, timestamp: int, boundary: str) -> int:
+        """LOWER/UPPER from physical positions: with store times monotone in CommitLog order, the
+        first unit stored at/after ``ts`` is the first unit at/after the first such record."""
+        units = cq.all_units()
+        phys = units["offset"]
+        lo_q = cq.min_offset - (cq.queue.min_offset() // L.CQ_UNIT_SIZE)
+        if boundary == BOUNDARY_LOWER:
+            p = self.commitlog_offset_by_time(timestamp)
+            k = int(np.searchsorted(phys[lo_q:], p, side="left")) + lo_q
+            return cq.queue.min_offset() // L.CQ_UNIT_SIZE + k
+        p = self.commitlog_offset_by_time(timestamp, after=True)
+        k = int(np.searchsorted(phys[lo_q:], p, side="left")) + lo_q - 1
+        if k < lo_q:
+            return 0
+        return cq.queue.min_offset() // L.CQ_UNIT_SIZE + k
 
     def earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
         """Store time of the oldest message (of one queue when given), -1 when there is none."""
@@ -599,6 +652,8 @@ class MessageStore:
             cq.flush()
         if self.index is not None:
             self.index.flush()
+        if self.segindex is not None:
+            self.segindex.flush()
 
     def close(self) -> None:
         """Dispatch what is pending, flush everything, release the lock. Idempotent."""
@@ -613,6 +668,9 @@ class MessageStore:
                 self.flush()
         finally:
             self._closed = True
+            if self.segindex is not None:
+                self.segindex.close()
+                self.segindex = None
             self.commitlog.close()
             for cq in self.consume_queues.values():
                 cq.close()

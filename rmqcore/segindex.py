@@ -1,0 +1,255 @@
+"""Sparse indexes inside rmqcore's own store: one pair per CommitLog file (Kafka's LogSegment rule).
+
+For CommitLog file ``F`` (``<store>/rmqcore-index/<F>.index`` / ``.timeindex``; kept outside
+``commitlog/`` because RocketMQ refuses to load a commitlog directory with foreign files):
+
+* an OffsetIndex: message ordinal within the file → byte position (8-byte entries);
+* a TimeIndex: store timestamp → message ordinal (12-byte entries, appended only when the maximum
+  store timestamp grows);
+
+both sparse: an entry when more than ``index_interval_bytes`` (4096) of records went by since the
+last one, exactly as LogSegment.append decides. They serve time seeks over the CommitLog without
+reading a record per probe, and split points at record boundaries (Spark partitions).
+
+Crash semantics: derived data. Closed files' indexes are trusted when their state file says they are
+complete; the active file's indexes are rebuilt from the CommitLog on open.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import layout as L
+from .kafka.index import OffsetIndex, TimeIndex
+
+__all__ = ["SegmentIndex", "SegmentIndexService"]
+
+DEFAULT_INTERVAL = 4096
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+
+
+class SegmentIndex:
+    """The sparse indexes of one CommitLog file."""
+
+    def __init__(self, directory: Path, file_from_offset: int, *, interval: int = DEFAULT_INTERVAL,
+                 max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = True, impl: str | None = None,
+                 fresh: bool = False) -> None:
+        self.file_from_offset = file_from_offset
+        self.interval = interval
+        name = L.offset_to_file_name(file_from_offset)
+        self.state_path = directory / f"{name}.state"
+        paths = (directory / f"{name}.index", directory / f"{name}.timeindex")
+        if fresh and writable:
+            for p in (*paths, self.state_path):
+                if p.exists():
+                    p.unlink()
+        self.offset_index = OffsetIndex(paths[0], 0, max_index_size, writable=writable, impl=impl)
+        self.time_index = TimeIndex(paths[1], 0, max_index_size, writable=writable, impl=impl)
+        self.count = 0  # records indexed
+        self.end = 0  # position after the last indexed record
+        self.bytes_since = 0
+        self.max_ts = -1
+        self.ordinal_of_max_ts = -1
+        self.monotonic = True  # store times never went back within this file
+        self.complete = False
+        self.writable = writable
+        if not fresh:
+            self._load_state()
+
+    def _load_state(self) -> None:
+        try:
+            st = json.loads(self.state_path.read_text())
+            self.count, self.end = int(st["count"]), int(st["end"])
+            self.bytes_since, self.max_ts = int(st["bytes_since"]), int(st["max_ts"])
+            self.ordinal_of_max_ts, self.monotonic = int(st["ordinal_of_max_ts"]), bool(st["monotonic"])
+            self.complete = bool(st["complete"])
+        except (OSError, ValueError, KeyError, TypeError):
+            self.complete = False
+            self.end = -1  # unknown: the service rebuilds
+
+    def save_state(self, complete: bool) -> None:
+        if not self.writable:
+            return
+        self.complete = complete
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({
+            "count": self.count, "end": self.end, "bytes_since": self.bytes_since, "max_ts": self.max_ts,
+            "ordinal_of_max_ts": self.ordinal_of_max_ts, "monotonic": self.monotonic, "complete": complete,
+            "interval": self.interval,
+        }))
+        os.replace(tmp, self.state_path)
+
+    def add(self, positions: Any, sizes: Any, timestamps: Any) -> None:
+        """Index consecutive records of this file (positions within the file, in order)."""
+        oi, ti = self.offset_index, self.time_index
+        interval = self.interval
+        count, since, max_ts, omax = self.count, self.bytes_since, self.max_ts, self.ordinal_of_max_ts
+        mono = self.monotonic
+        for pos, size, ts in zip(positions, sizes, timestamps):
+            if pos < self.end:
+                count_skip = True  # already indexed (re-dispatch)
+                continue
+            if ts > max_ts:
+                max_ts, omax = ts, count
+            elif ts < max_ts:
+                mono = False
+            if since > interval:
+                oi.append(count, pos)
+                ti.maybe_append(max_ts, omax, skip_full_check=True)
+                since = 0
+            since += size
+            count += 1
+            self.end = pos + size
+        self.count, self.bytes_since, self.max_ts, self.ordinal_of_max_ts = count, since, max_ts, omax
+        self.monotonic = mono
+
+    def seek_time(self, timestamp: int) -> int:
+        """A record-aligned position (within the file) from which every record stored at or after
+        ``timestamp`` lies; scanning from it finds the first such record (LogSegment.findOffsetByTimestamp)."""
+        ordinal = self.time_index.lookup(timestamp).offset
+        return self.offset_index.lookup(ordinal).position if ordinal > 0 else 0
+
+    def split_points(self, parts: int) -> list[int]:
+        """Up to ``parts - 1`` record-aligned positions that cut the file into similar byte ranges."""
+        entries = self.offset_index.entries_list()
+        if parts <= 1 or not entries or self.end <= 0:
+            return []
+        out = []
+        step = self.end / parts
+        k = 0
+        for i in range(1, parts):
+            target = step * i
+            while k < len(entries) and entries[k].position < target:
+                k += 1
+            if k < len(entries):
+                p = entries[k].position
+                if not out or p > out[-1]:
+                    out.append(p)
+        return out
+
+    def truncate(self) -> None:
+        self.offset_index.truncate()
+        self.time_index.truncate()
+        self.count = self.end = self.bytes_since = 0
+        self.max_ts = self.ordinal_of_max_ts = -1
+        self.monotonic = True
+
+    def flush(self) -> None:
+        if self.writable:
+            self.offset_index.flush()
+            self.time_index.flush()
+
+    def close(self, complete: bool) -> None:
+        if self.writable:
+            self.save_state(complete)
+            if complete:
+                self.offset_index.trim_to_valid_size()
+                self.time_index.trim_to_valid_size()
+        self.offset_index.close()
+        self.time_index.close()
+
+    def destroy(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        for p in (self.offset_index.path, self.time_index.path, self.state_path):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+
+class SegmentIndexService:
+    """The SegmentIndex of every CommitLog file of a store."""
+
+    def __init__(self, store_dir: Path, commitlog: Any, *, interval: int = DEFAULT_INTERVAL,
+                 read_only: bool = False, impl: str | None = None) -> None:
+        self.directory = Path(store_dir) / "rmqcore-index"
+        self.commitlog = commitlog
+        self.interval = interval
+        self.read_only = read_only
+        self.impl = impl
+        self.segments: dict[int, SegmentIndex] = {}
+        self.max_index_size = max(4096, min(DEFAULT_MAX_INDEX_SIZE, (commitlog.file_size // interval + 2) * 12))
+
+    def _get(self, file_from: int, fresh: bool = False) -> SegmentIndex:
+        seg = self.segments.get(file_from)
+        if seg is None or fresh:
+            if seg is not None:
+                seg.close(False)
+            if not self.read_only:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            seg = SegmentIndex(self.directory, file_from, interval=self.interval, max_index_size=self.max_index_size,
+                               writable=not self.read_only, impl=self.impl, fresh=fresh)
+            self.segments[file_from] = seg
+        return seg
+
+    def recover(self, indexed_until: int) -> None:
+        """Open every file's indexes; rebuild those that are not complete up to ``indexed_until``
+        (the dispatch start offset: dispatch adds what follows). Indexes of deleted files go."""
+        files = self.commitlog.queue.files
+        live = {mf.file_from_offset for mf in files}
+        if self.directory.is_dir() and not self.read_only:
+            for p in self.directory.iterdir():
+                off = L.file_name_to_offset(p.name.split(".")[0])
+                if off is not None and off not in live:
+                    p.unlink()
+        for mf in files:
+            seg = self._get(mf.file_from_offset)
+            if seg.complete and mf is not files[-1]:
+                continue
+            seg = self._get(mf.file_from_offset, fresh=True)
+            stop = min(max(indexed_until - mf.file_from_offset, 0), mf.wrote_position)
+            self._rebuild(seg, mf, stop)
+
+    def _rebuild(self, seg: SegmentIndex, mf: Any, stop: int) -> None:
+        codec = self.commitlog._codec
+        out = np.empty((L.NCOLUMNS, 8192), dtype=np.int64)
+        pos = 0
+        while pos < stop:
+            n, end, _status = codec.decode_batch(mf.mm, pos, stop, out, False)
+            if n == 0:
+                break
+            seg.add(out[L.C_POSITION, :n].tolist(), out[L.C_SIZE, :n].tolist(), out[L.C_STORE_TIMESTAMP, :n].tolist())
+            pos = end
+
+    def add(self, file_from: int, positions: Any, sizes: Any, timestamps: Any) -> None:
+        seg = self._get(file_from)
+        prev = [f for f in self.segments if f < file_from and not self.segments[f].complete]
+        for f in prev:  # a newer file started: the older ones are complete
+            self.segments[f].save_state(True)
+        seg.add(positions, sizes, timestamps)
+
+    def seek_time(self, timestamp: int) -> int:
+        """A global record-aligned CommitLog offset from which a forward scan finds the first record
+        stored at or after ``timestamp`` (assuming store times are monotone; see ``monotonic``)."""
+        files = self.commitlog.queue.files
+        chosen = files[0].file_from_offset if files else 0
+        for mf in files:
+            seg = self.segments.get(mf.file_from_offset)
+            if seg is None or seg.count == 0:
+                continue
+            if seg.max_ts >= timestamp:
+                chosen = mf.file_from_offset
+                break
+            chosen = mf.file_from_offset
+        seg = self.segments.get(chosen)
+        return chosen + (seg.seek_time(timestamp) if seg else 0)
+
+    @property
+    def monotonic(self) -> bool:
+        return all(s.monotonic for s in self.segments.values())
+
+    def flush(self) -> None:
+        for s in self.segments.values():
+            s.flush()
+
+    def close(self) -> None:
+        files = self.commitlog.queue.files
+        last = files[-1].file_from_offset if files else None
+        for f, s in self.segments.items():
+            s.close(complete=s.complete or (last is not None and f != last))
+        self.segments = {}

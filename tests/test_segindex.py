@@ -1,0 +1,80 @@
+"""Sparse indexes inside rmqcore's store (per CommitLog file): time seeks and split points."""
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rmqcore import layout as L
+from rmqcore.store import MessageStore
+
+
+def _fill(path: Path, impl: str, clock: list[int], n: int = 2500, seed: int = 1, back: bool = False) -> MessageStore:
+    rnd = random.Random(seed)
+    s = MessageStore(path, impl=impl, commitlog_file_size=64 * 1024, cq_file_size=400,
+                     message_index_enable=False, clock=lambda: clock[0])
+    for i in range(n):
+        clock[0] += rnd.choice((0, 0, 1, 3, 40))
+        if back and i == n // 2:
+            clock[0] -= 500  # the clock steps back once
+        if rnd.random() < 0.1:
+            s.put_batch("T", [b"b" * rnd.randrange(0, 200) for _ in range(rnd.randrange(1, 6))], i % 3)
+        else:
+            s.put("T", b"x" * rnd.randrange(0, 400), i % 3)
+    return s
+
+
+def _exact(s: MessageStore, q: int, ts: int, boundary: str) -> int:
+    cq = s.consume_queue("T", q)
+    return cq.offset_by_time(ts, s.store_time_of, s.commitlog.min_offset, boundary)
+
+
+@pytest.mark.parametrize("back", [False, True])
+def test_indexed_time_seek_equals_exact_search(tmp_path: Path, impl, back: bool) -> None:
+    clock = [1_700_000_000_000]
+    t0 = clock[0]
+    with _fill(tmp_path, impl.name, clock, back=back) as s:
+        assert s.segindex.monotonic is (not back)
+        assert len(s.commitlog.queue) > 5
+        rnd = random.Random(3)
+        probes = [t0 - 10, clock[0] + 10] + [rnd.randrange(t0 - 5, clock[0] + 5) for _ in range(150)]
+        for ts in probes:
+            for q in range(3):
+                for b in ("lower", "upper"):
+                    assert s.offset_by_time("T", q, ts, b) == _exact(s, q, ts, b), (ts, q, b)
+
+
+def test_segment_indexes_are_sparse_kafka_style_and_rebuilt(tmp_path: Path, impl) -> None:
+    clock = [1_700_000_000_000]
+    with _fill(tmp_path, impl.name, clock) as s:
+        segs = dict(s.segindex.segments)
+        first = segs[0]
+        entries = first.offset_index.entries_list()
+        # an entry after more than 4096 bytes of records; positions are record starts
+        assert 10 <= len(entries) <= 64 * 1024 // 4096
+        mf = s.commitlog.queue.files[0]
+        for e in entries:
+            assert s.commitlog._codec.peek_record(mf.mm, e.position, mf.wrote_position)[0] == L.ST_MSG
+        times = first.time_index.entries_list()
+        assert [t.timestamp for t in times] == sorted({t.timestamp for t in times})
+        before = {f: (g.count, g.end, g.offset_index.entries_list(), g.time_index.entries_list()) for f, g in segs.items()}
+    shutil.rmtree(tmp_path / "rmqcore-index")
+    with MessageStore(tmp_path, impl=impl.name, message_index_enable=False) as s:
+        # complete files lost their indexes: rebuilt from the CommitLog, identical
+        after = {f: (g.count, g.end, g.offset_index.entries_list(), g.time_index.entries_list())
+                 for f, g in s.segindex.segments.items()}
+        assert after == before
+
+
+def test_split_points_are_record_boundaries(tmp_path: Path, impl) -> None:
+    clock = [1_700_000_000_000]
+    with _fill(tmp_path, impl.name, clock, n=800) as s:
+        seg = s.segindex.segments[0]
+        mf = s.commitlog.queue.files[0]
+        pts = seg.split_points(4)
+        assert 1 <= len(pts) <= 3 and pts == sorted(set(pts))
+        for p in pts:
+            assert s.commitlog._codec.peek_record(mf.mm, p, mf.wrote_position)[0] == L.ST_MSG
+        assert seg.split_points(1) == []
