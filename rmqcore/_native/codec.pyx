@@ -18,7 +18,6 @@ Every buffer stays exported until the call returns, so nothing can resize or unm
 """
 import struct as _struct
 
-cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer
 from cpython.bytearray cimport PyByteArray_Check
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_CheckExact, PyBytes_FromStringAndSize
@@ -81,15 +80,15 @@ cdef extern from "Python.h":
 
 
 # the C kernels must agree with layout.py (checked once at import; a mismatch is a build bug)
-assert (RMQ_ST_MSG, RMQ_ST_END, RMQ_ST_BLANK, RMQ_ST_TORN, RMQ_ST_BAD_MAGIC, RMQ_ST_BAD_SIZE,
-        RMQ_ST_BAD_CRC) == (ST_MSG, ST_END, ST_BLANK, ST_TORN, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BAD_CRC)
-assert (RMQ_NCOLUMNS, RMQ_BLANK_SIZE, RMQ_MAX_PROPERTIES_LEN, RMQ_FLAG_BORNHOST_V6, RMQ_FLAG_STOREHOST_V6) == (
-    NCOLUMNS, BLANK_SIZE, MAX_PROPERTIES_LEN, FLAG_BORNHOST_V6, FLAG_STOREHOST_V6)
+if ((RMQ_ST_MSG, RMQ_ST_END, RMQ_ST_BLANK, RMQ_ST_TORN, RMQ_ST_BAD_MAGIC, RMQ_ST_BAD_SIZE, RMQ_ST_BAD_CRC,
+     RMQ_NCOLUMNS, RMQ_BLANK_SIZE, RMQ_MAX_PROPERTIES_LEN, RMQ_FLAG_BORNHOST_V6, RMQ_FLAG_STOREHOST_V6)
+        != (ST_MSG, ST_END, ST_BLANK, ST_TORN, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BAD_CRC,
+            NCOLUMNS, BLANK_SIZE, MAX_PROPERTIES_LEN, FLAG_BORNHOST_V6, FLAG_STOREHOST_V6)):
+    raise ImportError("csrc/rmq_codec.h disagrees with rmqcore/layout.py")
 
-# bodies at least this long are CRC'd / copied with the GIL released (style.md 5.2.5)
 cdef enum:
-    NOGIL_MIN = 4096
-    V6_BITS = 0x30
+    NOGIL_MIN = 4096  # bodies (and batches) at least this long are CRC'd / copied without the GIL
+    V6_BITS = 0x30  # FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6
 
 
 # --------------------------------------------------------------------------------------------------
@@ -122,6 +121,7 @@ cdef inline object _in_get(_In *v, object o):
 
 
 cdef object _in_get_buffer(_In *v, object o):
+    # v must not hold a buffer yet (re-pointing an _In is only ever done with bytes, which hold none)
     if _try_get_buffer(o, &v.view, PyBUF_SIMPLE) == 0:
         v.held = True
         v.ptr = <const unsigned char *>v.view.buf
