@@ -54,7 +54,8 @@ class SegmentIndex:
         self.bytes_since = 0
         self.max_ts = -1
         self.ordinal_of_max_ts = -1
-        self.monotonic = True  # store times never went back within this file
+        self.monotonic = True  # store times never went back (within this file, nor from the previous one)
+        self.floor_ts = -1  # max store time of the previous file (the monotonic check starts there)
         self.complete = False
         self.writable = writable
         if not fresh:
@@ -91,12 +92,11 @@ class SegmentIndex:
         mono = self.monotonic
         for pos, size, ts in zip(positions, sizes, timestamps):
             if pos < self.end:
-                count_skip = True  # already indexed (re-dispatch)
-                continue
+                continue  # already indexed (re-dispatch)
+            if ts < max_ts or ts < self.floor_ts:
+                mono = False
             if ts > max_ts:
                 max_ts, omax = ts, count
-            elif ts < max_ts:
-                mono = False
             if since > interval:
                 oi.append(count, pos)
                 ti.maybe_append(max_ts, omax, skip_full_check=True)
@@ -106,6 +106,45 @@ class SegmentIndex:
             self.end = pos + size
         self.count, self.bytes_since, self.max_ts, self.ordinal_of_max_ts = count, since, max_ts, omax
         self.monotonic = mono
+
+    def add_arrays(self, positions: np.ndarray, sizes: np.ndarray, timestamps: np.ndarray) -> None:
+        """``add`` vectorised: the same entries, computed with numpy (one step per index entry)."""
+        keep = positions >= self.end
+        if not keep.all():
+            positions, sizes, timestamps = positions[keep], sizes[keep], timestamps[keep]
+        n = len(positions)
+        if n == 0:
+            return
+        ordinals = np.arange(self.count, self.count + n, dtype=np.int64)
+        prev_max = np.concatenate(([self.max_ts], np.maximum.accumulate(timestamps)[:-1]))
+        prev_max = np.maximum(prev_max, self.max_ts)
+        new_max = timestamps > prev_max
+        if (timestamps < np.maximum(prev_max, self.floor_ts)).any():
+            self.monotonic = False
+        run_max = np.maximum(prev_max, timestamps)
+        omax = np.where(new_max, ordinals, -1)
+        omax = np.maximum.accumulate(np.concatenate(([self.ordinal_of_max_ts], omax)))[1:]
+        # entries: before record i, if bytes since the last entry > interval (Kafka's LogSegment rule)
+        csum = np.concatenate(([0], np.cumsum(sizes)))  # bytes of records [0, i)
+        base_i, since0 = 0, self.bytes_since
+        oi, ti = self.offset_index, self.time_index
+        while True:
+            # since before record i = since0 + csum[i] - csum[base_i]
+            target = self.interval - since0 + csum[base_i]
+            i = int(np.searchsorted(csum, target, side="right"))
+            if i >= n:
+                break
+            i = max(i, base_i)
+            # record i-1 is the last one counted before the entry at i
+            oi.append(int(ordinals[i]), int(positions[i]))
+            # LogSegment updates the max timestamp with the record before deciding on an entry
+            ti.maybe_append(int(run_max[i]), int(omax[i]), skip_full_check=True)
+            base_i, since0 = i, 0
+        self.bytes_since = since0 + int(csum[n] - csum[base_i])
+        self.count += n
+        self.max_ts = int(run_max[-1])
+        self.ordinal_of_max_ts = int(omax[-1])
+        self.end = int(positions[-1] + sizes[-1])
 
     def seek_time(self, timestamp: int) -> int:
         """A record-aligned position (within the file) from which every record stored at or after
@@ -185,6 +224,10 @@ class SegmentIndexService:
             seg = SegmentIndex(self.directory, file_from, interval=self.interval, max_index_size=self.max_index_size,
                                writable=not self.read_only, impl=self.impl, fresh=fresh)
             self.segments[file_from] = seg
+        if seg.count == 0:
+            prev = [s for f, s in self.segments.items() if f < file_from and s.count]
+            if prev:
+                seg.floor_ts = max(p.max_ts for p in prev)
         return seg
 
     def recover(self, indexed_until: int) -> None:
@@ -218,10 +261,14 @@ class SegmentIndexService:
 
     def add(self, file_from: int, positions: Any, sizes: Any, timestamps: Any) -> None:
         seg = self._get(file_from)
-        prev = [f for f in self.segments if f < file_from and not self.segments[f].complete]
-        for f in prev:  # a newer file started: the older ones are complete
-            self.segments[f].save_state(True)
-        seg.add(positions, sizes, timestamps)
+        if len(self.segments) > 1:
+            for f, other in self.segments.items():  # a newer file started: older ones are complete
+                if f < file_from and not other.complete:
+                    other.save_state(True)
+        if isinstance(positions, np.ndarray):
+            seg.add_arrays(positions, sizes, timestamps)
+        else:
+            seg.add(positions, sizes, timestamps)
 
     def seek_time(self, timestamp: int) -> int:
         """A global record-aligned CommitLog offset from which a forward scan finds the first record

@@ -1,8 +1,11 @@
 """MessageStore: one object over a RocketMQ store directory (DefaultMessageStore's embeddable shape).
 
 * ``put`` / ``put_batch`` append to the CommitLog; dispatch (ReputMessageService) builds the
-  consume queues and index files from the CommitLog, inline (``put`` returns after dispatch) or on a
-  background thread; re-dispatch is idempotent and ``dispatch_lag`` tells how far behind it is.
+  consume queues, index files and segment indexes from the CommitLog. ``dispatch="inline"``
+  (default) runs it on the caller's thread in batches: before any read that needs it and at
+  close, so every read sees every put made before it. ``dispatch="background"`` runs a reput
+  thread as a broker does (reads see what has been dispatched; ``wait_dispatched`` waits).
+  Re-dispatch is idempotent; ``dispatch_lag`` tells how far behind it is.
 * ``get_messages`` pulls from a queue with RocketMQ's statuses and next offsets;
   ``query_by_key`` finds messages by KEYS/UNIQ_KEY (collisions dropped by default, ``raw=True``
   gives RocketMQ's hash-only answer); ``offset_by_time`` maps a time to a queue offset (LOWER/UPPER);
@@ -28,6 +31,7 @@ import numpy as np
 from . import _impl
 from . import layout as L
 from .commitlog import AppendResult, BatchAppendResult, CommitLog
+from .checkpoint import StoreCheckpoint
 from .config import StoreConfig, detect_file_size, load_geometry, save_geometry
 from .configfiles import dumps_fastjson, load_with_bak, persist
 from .consumequeue import BOUNDARY_LOWER, BOUNDARY_NEAREST, BOUNDARY_UPPER, ConsumeQueue
@@ -39,7 +43,7 @@ from .errors import (
     StoreClosedError,
     StoreLockedError,
 )
-from .message import MessageExt, compute_tags_code, decode_message_id, parse_properties
+from .message import MessageExt, compute_tags_code, decode_message_id
 
 __all__ = [
     "MessageStore", "GetResult", "GetStatus", "StoreConfig", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST",
@@ -181,6 +185,13 @@ class MessageStore:
         )
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._dispatch_lock = threading.Lock()
+        self._dispatch_kernel = _impl.kernel("dispatch", self.impl)
+        self._cols = np.empty((L.NCOLUMNS, 4096), dtype=np.int64)
+        self._disp = np.empty((4, 4096), dtype=np.int64)
+        self._keys = np.empty(4096 * 8, dtype=np.int64)
+        self._topic_ids: dict[bytes, int] = {}
+        self._last_dispatched_ts = 0
+        self._topic_names: list[str] = []
         self._load_consume_queues()
         self.index = self._open_index(cfg)
         self._recover()
@@ -205,11 +216,9 @@ class MessageStore:
             return None
         from .indexfile import IndexService
 
-        svc = IndexService(
+        return IndexService(
             self.store_dir, cfg.index_slots, cfg.index_entries, read_only=self.read_only, impl=self.impl
         )
-        svc.load()
-        return svc
 
     def _load_consume_queues(self) -> None:
         root = self.store_dir / "consumequeue"
@@ -229,29 +238,123 @@ class MessageStore:
                 self.consume_queues[(tdir.name, int(qdir.name))] = cq
 
     def _recover(self) -> None:
-        """Normal recovery: consume queues, then the CommitLog's end, then queue offsets and min
-        offsets. (Abnormal recovery after a crash is layered on this in the durability work.)"""
+        """DefaultMessageStore.load + recover.
+
+        Normal (no ``abort`` file): consume queues, then the CommitLog from its third-last file.
+        Abnormal (``abort`` left by a crash): index files newer than the checkpoint's index time are
+        deleted; the CommitLog is scanned (CRC checked) from the newest file whose first record was
+        stored before the checkpoint's min timestamp, and every record from there is re-dispatched
+        (idempotent). Unlike RocketMQ, re-dispatch starts early enough to rebuild the index for
+        everything after the last surviving index file (RocketMQ issue #8007). Then consume queues
+        and files are cut at the end of the valid data.
+        """
+        cfg = self.config
+        abort = self.store_dir / "abort"
+        self.last_exit_ok = not abort.exists()
+        self.checkpoint = StoreCheckpoint(self.store_dir / "checkpoint", cfg.flavour, read_only=self.read_only)
+        if self.index is not None:
+            self.index.on_roll = self._on_index_roll
+        if not self.last_exit_ok and self.index is not None and not self.read_only:
+            self.index.delete_newer_than(self.checkpoint.index_msg_timestamp)
         for cq in self.consume_queues.values():
             cq.recover()
-        end = self.commitlog.recover_normally() if not self.read_only else self._read_only_end()
+        cl = self.commitlog
+        redispatch_from: int | None = None
+        if self.read_only:
+            end = self._read_only_end()
+        elif self.last_exit_ok:
+            end = cl.recover_normally()
+        else:
+            start_index = self._abnormal_start_file()
+            end, _stop = cl.scan_end(start_index)
+            cl.set_end(end)
+            redispatch_from = cl.queue.files[start_index].file_from_offset if cl.queue.files else 0
+            if self.index is not None and self.index.index_files:
+                redispatch_from = min(redispatch_from, self.index.index_files[-1].end_phy_offset)
+        self.recovered_end = end
+        if not cl.queue.files:  # no CommitLog at all: consume queues are meaningless
+            for cq in list(self.consume_queues.values()):
+                if not self.read_only:
+                    cq.destroy()
+            self.consume_queues.clear()
         max_cq_phys = max((cq.max_physic_offset for cq in self.consume_queues.values()), default=-1)
         if max_cq_phys >= end:
             for cq in self.consume_queues.values():
                 cq.truncate_dirty(end)
-        cl_min = self.commitlog.min_offset
+        cl_min = cl.min_offset
         for (topic, qid), cq in self.consume_queues.items():
-            self.commitlog.set_queue_offset(topic, qid, cq.max_offset)
+            cl.set_queue_offset(topic, qid, cq.max_offset)
             cq.correct_min_offset(cl_min)
-        # dispatch resumes after the last record the consume queues know (4.x ReputMessageService)
-        start = max(max((cq.max_physic_offset for cq in self.consume_queues.values()), default=0), cl_min)
+        if redispatch_from is None:
+            # dispatch resumes after the last record the consume queues know (4.x ReputMessageService)
+            start = max(max((cq.max_physic_offset for cq in self.consume_queues.values()), default=0), cl_min)
+        else:
+            start = max(redispatch_from, cl_min)
         self.reput_from_offset = min(max(start, 0), end)
         self.segindex = None
         if not self.read_only:
             from .segindex import SegmentIndexService
 
-            self.segindex = SegmentIndexService(self.store_dir, self.commitlog, impl=self.impl)
+            self.segindex = SegmentIndexService(self.store_dir, cl, impl=self.impl)
             self.segindex.recover(self.reput_from_offset)
             self.dispatch()
+            # queue offsets after re-dispatch (records recovered past the old consume queues)
+            for (topic, qid), cq in self.consume_queues.items():
+                cl.set_queue_offset(topic, qid, cq.max_offset)
+            if not self.last_exit_ok and cfg.flavour >= 5:
+                self.checkpoint.confirm_phy_offset = self._last_record_start(end)
+            self._write_abort()
+
+    def _on_index_roll(self, end_timestamp: int) -> None:
+        """A full index file was flushed: record its end time (indexMsgTimestamp) durably."""
+        self.checkpoint.index_msg_timestamp = end_timestamp
+        self.checkpoint.flush()
+
+    def _abnormal_start_file(self) -> int:
+        """The newest file whose first record is valid and was stored (time != 0) no later than the
+        checkpoint's min timestamp (CommitLog.isMappedFileMatchedRecover); the oldest when none."""
+        cl = self.commitlog
+        limit = self.checkpoint.min_timestamp()
+        files = cl.queue.files
+        for i in range(len(files) - 1, -1, -1):
+            mf = files[i]
+            status, _size = cl._codec.check_record(mf.mm, 0, mf.file_size, False)
+            if status != L.ST_MSG:
+                continue
+            magic = int.from_bytes(mf.mm[4:8], "big", signed=True)
+            if self.config.flavour == 4 and magic != L.MAGIC_V1:
+                continue
+            ts = self.store_time_of(mf.file_from_offset)
+            if ts and ts <= limit:
+                return i
+        return 0
+
+    def _last_record_start(self, end: int) -> int:
+        cl = self.commitlog
+        last = -1
+        for mf in reversed(cl.queue.files):
+            if mf.file_from_offset >= end:
+                continue
+            pos, stop = 0, min(mf.wrote_position, end - mf.file_from_offset)
+            while pos < stop:
+                status, size = cl._codec.peek_record(mf.mm, pos, stop)
+                if status != L.ST_MSG:
+                    break
+                last = mf.file_from_offset + pos
+                pos += size
+            if last >= 0:
+                return last
+        return 0
+
+    def _write_abort(self) -> None:
+        """Create the abort file (4.x: empty; 5.x: the PID, keeping the previous content as .bak)."""
+        abort = self.store_dir / "abort"
+        if self.config.flavour >= 5:
+            persist(abort, str(os.getpid()))
+        else:
+            with open(abort, "wb") as f:
+                f.flush()
+                os.fsync(f.fileno())
 
     def _read_only_end(self) -> int:
         end, _ = self.commitlog.scan_end()
@@ -300,6 +403,13 @@ class MessageStore:
         if self._closed:
             raise StoreClosedError(f"the store {self.store_dir} is closed")
 
+    def _caught_up(self) -> None:
+        """Inline dispatch: before a read, dispatch whatever was put since the last one (batched)."""
+        if self._closed:
+            raise StoreClosedError(f"the store {self.store_dir} is closed")
+        if self._reput_thread is None and not self.read_only and self.reput_from_offset < self.commitlog.max_offset:
+            self.dispatch()
+
     def _check_writable(self) -> None:
         self._check_open()
         if self.read_only:
@@ -313,10 +423,7 @@ class MessageStore:
                 self.commitlog._topic_bytes(topic)  # validate before recording the topic
                 if 0 <= queue_id <= 0x7FFFFFFF:
                     self._note_topic(topic, queue_id)
-        r = self.commitlog.put(topic, body, queue_id, **kwargs)
-        if self._reput_thread is None:
-            self.dispatch()
-        return r
+        return self.commitlog.put(topic, body, queue_id, **kwargs)
 
     def put_batch(self, topic: str, bodies: Sequence[bytes], queue_id: int = 0, **kwargs: Any) -> BatchAppendResult:
         """Append a batch (see CommitLog.put_batch) and dispatch it (inline mode)."""
@@ -327,10 +434,7 @@ class MessageStore:
             self.commitlog._topic_bytes(topic)
             if 0 <= queue_id <= 0x7FFFFFFF:
                 self._note_topic(topic, queue_id)
-        r = self.commitlog.put_batch(topic, bodies, queue_id, **kwargs)
-        if self._reput_thread is None:
-            self.dispatch()
-        return r
+        return self.commitlog.put_batch(topic, bodies, queue_id, **kwargs)
 
     # -- dispatch (ReputMessageService) -----------------------------------------------------------------
     @property
@@ -355,43 +459,100 @@ class MessageStore:
         with self._dispatch_lock:
             cl = self.commitlog
             end = cl.max_offset if limit is None else min(limit, cl.max_offset)
-            n = 0
+            dk = self._dispatch_kernel
+            cols, disp, keys = self._cols, self._disp, self._keys
+            n_total = 0
             while self.reput_from_offset < end:
-                batch = cl.read_batch(self.reput_from_offset, 4096)  # stays within one file
-                if len(batch):
-                    self._dispatch_batch(batch)
-                    n += len(batch)
-                if batch.next_offset <= self.reput_from_offset:
-                    break  # nothing more written here yet
-                self.reput_from_offset = batch.next_offset
-            return n
+                try:
+                    mf = cl.queue.find(self.reput_from_offset)
+                except OffsetOutOfRangeError:
+                    break
+                pos = self.reput_from_offset - mf.file_from_offset
+                stop = min(mf.wrote_position, end - mf.file_from_offset)
+                n, end_pos, status, nkeys = dk.dispatch_batch(mf.mm, pos, stop, cols, disp, keys, False)
+                if n:
+                    self._apply_dispatch(mf, n, nkeys)
+                    n_total += n
+                if status == L.ST_BLANK:
+                    nxt = mf.file_end_offset
+                elif n == 0:
+                    if status < 0 and end_pos < stop:
+                        # RocketMQ logs and stops here; recovery cuts such bytes, so report them
+                        from .commitlog import raise_status
 
-    def _dispatch_batch(self, batch: Any) -> None:
-        cols = batch.columns
-        data = batch.data
-        phys = batch.physical_positions.tolist()
-        sizes = cols[L.C_SIZE].tolist()
-        qids = cols[L.C_QUEUE_ID].tolist()
-        qoffs = cols[L.C_QUEUE_OFFSET].tolist()
-        sysf = cols[L.C_SYS_FLAG].tolist()
-        tss = cols[L.C_STORE_TIMESTAMP].tolist()
-        topics = batch.topics()
-        props = batch.properties_strings()
-        index = self.index
-        if self.segindex is not None:
-            fs = self.commitlog.file_size
-            file_from = batch.start_offset - batch.start_offset % fs
-            self.segindex.add(file_from, [p - file_from for p in phys], sizes, tss)
-        for i in range(len(phys)):
-            pmap = parse_properties(props[i])
-            topic = topics[i]
-            tran = sysf[i] & L.TRANSACTION_MASK
-            if tran == L.TRANSACTION_NOT_TYPE or tran == L.TRANSACTION_COMMIT:
-                cq = self.consume_queue(topic, qids[i], create=True)
+                        raise_status(status, mf.path, end_pos)
+                    break
+                else:
+                    nxt = mf.file_from_offset + end_pos
+                if nxt <= self.reput_from_offset:
+                    break
+                self.reput_from_offset = nxt
+            return n_total
+
+    def _apply_dispatch(self, mf: Any, n: int, nkeys: int) -> None:
+        cols = self._cols
+        disp = self._disp
+        base = mf.file_from_offset
+        positions = cols[L.C_POSITION, :n].copy()
+        phys = positions + base
+        sizes = cols[L.C_SIZE, :n].copy()
+        sysf = cols[L.C_SYS_FLAG, :n]
+        tss = cols[L.C_STORE_TIMESTAMP, :n].copy()
+        tags = disp[0, :n].copy()
+        flags = disp[1, :n]
+        # topic of each record -> small int (distinct topics are few)
+        mm = mf.mm
+        tcache = self._topic_ids
+        names = self._topic_names
+        ids = np.empty(n, dtype=np.int64)
+        tp = cols[L.C_TOPIC_POS, :n].tolist()
+        tl = cols[L.C_TOPIC_LEN, :n].tolist()
+        prev_key = None
+        prev_id = -1
+        for i in range(n):
+            p = tp[i]
+            k = mm[p : p + tl[i]]
+            if k != prev_key:
+                tid = tcache.get(k)
+                if tid is None:
+                    tid = tcache[k] = len(names)
+                    names.append(k.decode("utf-8", "replace"))
+                prev_key, prev_id = k, tid
+            ids[i] = prev_id
+        special = np.flatnonzero(flags & 3)
+        for i in special.tolist():  # delay topic (tags code = delivery time) or invalid UTF-8
+            rec = self.commitlog._codec.decode_record(mm, int(positions[i]), mf.wrote_position, False)
+            m = MessageExt(int(phys[i]), rec)
+            tags[i] = compute_tags_code(m.topic, m.properties, m.store_timestamp)
+        tran = sysf & L.TRANSACTION_MASK
+        to_cq = (tran == L.TRANSACTION_NOT_TYPE) | (tran == L.TRANSACTION_COMMIT)
+        qids = cols[L.C_QUEUE_ID, :n]
+        qoffs = cols[L.C_QUEUE_OFFSET, :n].copy()
+        gkey = (ids << 32) | (qids & 0xFFFFFFFF)
+        sel = np.flatnonzero(to_cq)
+        if len(sel):
+            gk = gkey[sel]
+            if (gk == gk[0]).all():
+                groups = [(int(gk[0]), sel)]
+            else:
+                order = np.argsort(gk, kind="stable")
+                sk = gk[order]
+                cuts = np.flatnonzero(np.diff(sk)) + 1
+                groups = [(int(sk[c[0]]), sel[order][c]) for c in np.split(np.arange(len(sk)), cuts)]
+            for g, idx in groups:
+                topic = names[g >> 32]
+                cq = self.consume_queue(topic, g & 0xFFFFFFFF, create=True)
                 assert cq is not None
-                cq.put(phys[i], sizes[i], compute_tags_code(topic, pmap, tss[i]), qoffs[i])
-            if index is not None:
-                index.build_index(topic, pmap.get(L.PROPERTY_UNIQ_KEY), pmap.get(L.PROPERTY_KEYS), phys[i], tss[i], sysf[i])
+                cq.put_many(phys[idx], sizes[idx], tags[idx], qoffs[idx])
+        if self.index is not None:
+            key_rec = np.repeat(np.arange(n), disp[3, :n])
+            keep = tran[key_rec] != L.TRANSACTION_ROLLBACK
+            key_rec = key_rec[keep]
+            _index_put_hashes(self.index, self._keys[:nkeys][keep], phys[key_rec], tss[key_rec],
+                              int(key_rec[-1]) if len(key_rec) else -1, n)
+        if self.segindex is not None:
+            self.segindex.add(base, positions, sizes, tss)
+        self._last_dispatched_ts = max(self._last_dispatched_ts, int(tss.max()))
 
     def _reput_loop(self) -> None:
         while not self._stop.is_set():
@@ -412,10 +573,14 @@ class MessageStore:
 
     # -- reading ----------------------------------------------------------------------------------------
     def min_offset(self, topic: str, queue_id: int) -> int:
+        """getMinOffsetInQueue (0 for an unknown queue)."""
+        self._caught_up()
         cq = self.consume_queues.get((topic, queue_id))
         return cq.min_offset if cq else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
+        """getMaxOffsetInQueue: one past the last message (0 for an unknown queue)."""
+        self._caught_up()
         cq = self.consume_queues.get((topic, queue_id))
         return cq.max_offset if cq else 0
 
@@ -431,7 +596,7 @@ class MessageStore:
         max_bytes: int = 128 * 1024 * 1024, tag_filter: str | None = None,
     ) -> GetResult:
         """DefaultMessageStore.getMessage: pull from ``offset`` with RocketMQ's statuses and next offsets."""
-        self._check_open()
+        self._caught_up()
         cq = self.consume_queues.get((topic, queue_id))
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, _store=self)
@@ -517,7 +682,7 @@ class MessageStore:
 
     def query_offsets(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1, max_num: int = 64) -> list[int]:
         """The raw index answer of queryMessage: physical offsets sorted ascending (hash matches only)."""
-        self._check_open()
+        self._caught_up()
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
         raw, _, _ = self.index.query_offset(topic, key, min(max_num, self.config.max_msgs_num_batch), begin, end)
@@ -549,7 +714,7 @@ class MessageStore:
         """getOffsetInQueueByTime(ts, boundary): LOWER = first message stored at or after ``ts``,
         UPPER = last message stored at or before it (RocketMQ 5.x semantics), NEAREST = the 4.x
         answer (the closest message). Times come from the records, never from file mtimes."""
-        self._check_open()
+        self._caught_up()
         if boundary not in (BOUNDARY_LOWER, BOUNDARY_UPPER, BOUNDARY_NEAREST):
             raise InvalidMessageError(f"boundary must be 'lower', 'upper' or 'nearest', not {boundary!r}")
         cq = self.consume_queues.get((topic, queue_id))
@@ -603,7 +768,7 @@ class MessageStore:
 
     def earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
         """Store time of the oldest message (of one queue when given), -1 when there is none."""
-        self._check_open()
+        self._caught_up()
         if topic is None:
             for item in self.commitlog.iter_records(self.commitlog.min_offset):
                 if isinstance(item, MessageExt):
@@ -646,14 +811,20 @@ class MessageStore:
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def flush(self) -> None:
+        """Make everything durable: CommitLog, consume queues, index files, then the checkpoint."""
         self._check_open()
         self.commitlog.flush()
+        if self._last_dispatched_ts > 0:
+            self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, self._last_dispatched_ts)
         for cq in self.consume_queues.values():
             cq.flush()
         if self.index is not None:
             self.index.flush()
         if self.segindex is not None:
             self.segindex.flush()
+        if self._last_dispatched_ts > 0:
+            self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, self._last_dispatched_ts)
+        self.checkpoint.flush()
 
     def close(self) -> None:
         """Dispatch what is pending, flush everything, release the lock. Idempotent."""
@@ -666,6 +837,13 @@ class MessageStore:
             if not self.read_only:
                 self.dispatch()
                 self.flush()
+                self.checkpoint.flush()
+                # a clean shutdown only when every CommitLog byte was dispatched (RocketMQ's rule)
+                if self.dispatch_lag == 0:
+                    try:
+                        os.unlink(self.store_dir / "abort")
+                    except FileNotFoundError:
+                        pass
         finally:
             self._closed = True
             if self.segindex is not None:
@@ -683,6 +861,27 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _index_put_hashes(svc: Any, kh: np.ndarray, po: np.ndarray, st: np.ndarray, last_owner: int, n_msgs: int) -> None:
+    """IndexService.buildIndex for records whose key hashes the dispatch kernel computed: entries of
+    records before the last file's endPhyOffset are skipped (re-dispatch), files roll as they fill,
+    and, as buildIndex opens the last file for every record, a record after the one that filled the
+    last file creates the next (preset, empty) file."""
+    svc._writable()
+    files = svc._files
+    if len(kh) and files:
+        end_phy = files[-1].end_phy_offset
+        if po[0] < end_phy:
+            keep = po >= end_phy
+            kh, po, st = kh[keep], po[keep], st[keep]
+    total = len(kh)
+    pos = 0
+    while pos < total:
+        f = svc._last_writable()
+        pos += f.put_hashes(kh, po, st, pos, total)
+    if not svc._files or (last_owner < n_msgs - 1 and svc._files[-1].is_full()):
+        svc._last_writable()
 
 
 def _as_int32(v: int) -> int:

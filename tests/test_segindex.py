@@ -36,6 +36,7 @@ def test_indexed_time_seek_equals_exact_search(tmp_path: Path, impl, back: bool)
     clock = [1_700_000_000_000]
     t0 = clock[0]
     with _fill(tmp_path, impl.name, clock, back=back) as s:
+        s.dispatch()
         assert s.segindex.monotonic is (not back)
         assert len(s.commitlog.queue) > 5
         rnd = random.Random(3)
@@ -49,6 +50,7 @@ def test_indexed_time_seek_equals_exact_search(tmp_path: Path, impl, back: bool)
 def test_segment_indexes_are_sparse_kafka_style_and_rebuilt(tmp_path: Path, impl) -> None:
     clock = [1_700_000_000_000]
     with _fill(tmp_path, impl.name, clock) as s:
+        s.dispatch()
         segs = dict(s.segindex.segments)
         first = segs[0]
         entries = first.offset_index.entries_list()
@@ -71,6 +73,7 @@ def test_segment_indexes_are_sparse_kafka_style_and_rebuilt(tmp_path: Path, impl
 def test_split_points_are_record_boundaries(tmp_path: Path, impl) -> None:
     clock = [1_700_000_000_000]
     with _fill(tmp_path, impl.name, clock, n=800) as s:
+        s.dispatch()
         seg = s.segindex.segments[0]
         mf = s.commitlog.queue.files[0]
         pts = seg.split_points(4)

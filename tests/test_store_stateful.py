@@ -1,0 +1,133 @@
+"""Model-based test of MessageStore: random put / put_batch / get / query / offsets / reopen
+sequences against an in-memory model (hypothesis RuleBasedStateMachine). Small geometry so files,
+consume-queue files and index files all roll."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from rmqcore.store import GetStatus, MessageStore
+
+TOPICS = ("TA", "TopicB")
+QUEUES = 3
+KEYS = [f"k{i}" for i in range(25)]
+CQ_UNITS = 8
+GEOM = dict(commitlog_file_size=8192, cq_file_size=CQ_UNITS * 20, index_slots=7, index_entries=40)
+
+
+class StoreMachine(RuleBasedStateMachine):
+    impl = "native"
+
+    @initialize()
+    def setup(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="rmq-sm-")
+        self.clock = [1_700_000_000_000]
+        self.store = self._open()
+        self.queues: dict[tuple[str, int], list[tuple[bytes, str | None, tuple[str, ...], int]]] = {}
+        self.offsets: dict[tuple[str, str, int], int] = {}
+        self.n = 0
+
+    def _open(self) -> MessageStore:
+        return MessageStore(self.dir, impl=self.impl, clock=lambda: self.clock[0], **GEOM)
+
+    def teardown(self) -> None:
+        if hasattr(self, "store"):
+            self.store.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    @rule(topic=st.sampled_from(TOPICS), q=st.integers(0, QUEUES - 1), body=st.binary(max_size=600),
+          tags=st.sampled_from([None, "t1", "t2"]), keys=st.lists(st.sampled_from(KEYS), max_size=3, unique=True),
+          dt=st.integers(0, 3))
+    def put(self, topic, q, body, tags, keys, dt) -> None:
+        self.clock[0] += dt
+        r = self.store.put(topic, body, q, tags=tags, keys=keys or None)
+        lst = self.queues.setdefault((topic, q), [])
+        assert r.queue_offset == len(lst)
+        lst.append((body, tags, tuple(keys), r.physical_offset))
+        self.n += 1
+
+    @rule(topic=st.sampled_from(TOPICS), q=st.integers(0, QUEUES - 1),
+          bodies=st.lists(st.binary(max_size=200), min_size=1, max_size=6), key=st.sampled_from(KEYS))
+    def put_batch(self, topic, q, bodies, key) -> None:
+        self.clock[0] += 1
+        r = self.store.put_batch(topic, bodies, q, properties={"TAGS": "t1", "KEYS": key})
+        lst = self.queues.setdefault((topic, q), [])
+        assert r.queue_offset == len(lst)
+        for b, off in zip(bodies, r.physical_offsets):
+            lst.append((b, "t1", (key,), off))
+        self.n += len(bodies)
+
+    @precondition(lambda self: self.n > 0)
+    @rule(data=st.data(), max_msgs=st.integers(1, 40))
+    def get(self, data, max_msgs) -> None:
+        key = data.draw(st.sampled_from(sorted(self.queues)))
+        lst = self.queues[key]
+        offset = data.draw(st.integers(0, len(lst) + 1))
+        r = self.store.get_messages("g", key[0], key[1], offset, max_msgs)
+        assert (r.min_offset, r.max_offset) == (0, len(lst))
+        if offset == len(lst):
+            assert (r.status, r.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_ONE, offset)
+            return
+        if offset > len(lst):
+            assert (r.status, r.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, len(lst))
+            return
+        assert r.status == GetStatus.FOUND
+        k = r.message_count
+        file_end = (offset // CQ_UNITS + 1) * CQ_UNITS  # a pull never crosses a consume-queue file
+        assert 1 <= k <= min(max_msgs, 32, file_end - offset, len(lst) - offset)
+        assert r.queue_offsets == list(range(offset, offset + k))
+        assert r.next_begin_offset == offset + k
+        got = r.messages
+        assert [m.body for m in got] == [lst[i][0] for i in range(offset, offset + k)]
+        assert [m.tags for m in got] == [lst[i][1] for i in range(offset, offset + k)]
+
+    @precondition(lambda self: self.n > 0)
+    @rule(topic=st.sampled_from(TOPICS), key=st.sampled_from(KEYS))
+    def query(self, topic, key) -> None:
+        want = sorted(off for (t, _q), lst in self.queues.items() if t == topic
+                      for (_b, _tg, keys, off) in lst if key in keys)
+        got = [m.position for m in self.store.query_by_key(topic, key)]
+        if len(want) <= 64:
+            assert got == want
+        else:
+            assert got == want[-64:]
+
+    @precondition(lambda self: self.n > 0)
+    @rule(data=st.data(), group=st.sampled_from(["g1", "g2"]))
+    def commit(self, data, group) -> None:
+        key = data.draw(st.sampled_from(sorted(self.queues)))
+        off = data.draw(st.integers(0, len(self.queues[key])))
+        self.store.commit_offset(group, key[0], key[1], off)
+        self.offsets[(group, key[0], key[1])] = off
+
+    @rule()
+    def reopen(self) -> None:
+        self.store.close()
+        self.store = self._open()
+
+    @invariant()
+    def bounds_and_offsets(self) -> None:
+        if not hasattr(self, "store"):
+            return
+        for (topic, q), lst in self.queues.items():
+            assert self.store.max_offset(topic, q) == len(lst)
+        for (g, t, q), off in self.offsets.items():
+            assert self.store.fetch_offset(g, t, q) == off
+
+
+@pytest.mark.parametrize("impl_name", ["pure", "native"])
+def test_store_state_machine(impl_name: str) -> None:
+    import os
+
+    if impl_name == "native" and os.environ.get("RMQCORE_IMPL") == "pure":
+        pytest.skip("pure-only run")
+    StoreMachine.impl = impl_name
+    runner = StoreMachine.TestCase
+    runner.settings = settings(max_examples=25 if impl_name == "pure" else 40, stateful_step_count=35,
+                               deadline=None)
+    runner().runTest()
