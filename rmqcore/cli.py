@@ -133,7 +133,29 @@ def _open_store(args: argparse.Namespace, index: bool = False) -> Any:
     store = Path(args.store_dir)
     if not (store / "commitlog").is_dir():
         raise _Usage(f"{store} has no commitlog/ directory (is it a store root?)")
-    return MessageStore(store, read_only=True, message_index_enable=index, **_geometry(args))
+    geometry = _geometry(args)
+    if index and "index_slots" not in geometry and "index_entries" not in geometry:
+        geometry.update(_index_geometry(store / "index"))
+    return MessageStore(store, read_only=True, message_index_enable=index, **geometry)
+
+
+def _index_geometry(directory: Path) -> dict[str, int]:
+    """Index geometry of a foreign store: RocketMQ's default entry count unless the file size says
+    otherwise with the default slots; pass --index-slots/--index-entries when both differ."""
+    if not directory.is_dir():
+        return {}
+    for p in sorted(directory.iterdir()):
+        if p.is_file() and p.name.isdigit():
+            size = p.stat().st_size
+            if size == 40 + 4 * L.DEFAULT_INDEX_SLOTS + 20 * L.DEFAULT_INDEX_ENTRIES:
+                return {}
+            # try the defaults for one of the two
+            rest = size - 40 - 4 * L.DEFAULT_INDEX_SLOTS
+            if rest > 0 and rest % 20 == 0:
+                return {"index_entries": rest // 20}
+            raise _Usage(f"{p}: {size} bytes does not match the default index geometry; "
+                         "pass --index-slots and --index-entries")
+    return {}
 
 
 class _Usage(Exception):
@@ -173,6 +195,32 @@ def _cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_dump_index(args: argparse.Namespace) -> int:
+    with _open_store(args, index=True) as s:
+        for f in s.index.index_files:
+            h = f.header
+            row = {"name": f.name, "begin_timestamp": h.begin_timestamp, "end_timestamp": h.end_timestamp,
+                   "begin_phy_offset": h.begin_phy_offset, "end_phy_offset": h.end_phy_offset,
+                   "hash_slot_count": h.hash_slot_count, "index_count": h.index_count}
+            if args.json:
+                _emit(row)
+            else:
+                print(" ".join(f"{k}={v}" for k, v in row.items()))
+    return 0
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    with _open_store(args, index=True) as s:
+        msgs = s.query_by_key(args.topic, args.key, args.begin, args.end, args.max, raw=args.raw)
+        for m in msgs:
+            if args.json:
+                _emit(message_to_json(m))
+            else:
+                print(f"{m.position:>14} {m.topic} queue={m.queue_id} qoffset={m.queue_offset} "
+                      f"keys={' '.join(m.keys)!r} uniq={m.uniq_key} body={len(m.body)}B")
+    return 0
+
+
 def _cmd_offset_by_time(args: argparse.Namespace) -> int:
     with _open_store(args) as s:
         print(s.offset_by_time(args.topic, args.queue, args.time, args.boundary))
@@ -200,6 +248,25 @@ def build_parser() -> argparse.ArgumentParser:
     dcq.add_argument("--json", action="store_true", help="one JSON object per line")
     _add_geometry(dcq)
     dcq.set_defaults(func=_cmd_dump_cq)
+
+    dix = dsub.add_parser("index", help="the header of every index file")
+    dix.add_argument("store_dir")
+    dix.add_argument("--json", action="store_true", help="one JSON object per line")
+    _add_geometry(dix)
+    dix.set_defaults(func=_cmd_dump_index)
+
+    qry = sub.add_parser("query", help="messages by key (KEYS token or UNIQ_KEY), in physical order")
+    qry.add_argument("store_dir")
+    qry.add_argument("--topic", required=True)
+    qry.add_argument("--key", required=True)
+    qry.add_argument("--begin", type=int, default=0, help="store time window start (ms)")
+    qry.add_argument("--end", type=int, default=2**63 - 1, help="store time window end (ms)")
+    qry.add_argument("--max", type=int, default=64)
+    qry.add_argument("--raw", action="store_true",
+                     help="RocketMQ's answer: every hash match, collisions included")
+    qry.add_argument("--json", action="store_true")
+    _add_geometry(qry)
+    qry.set_defaults(func=_cmd_query)
 
     get = sub.add_parser("get", help="pull messages from a queue as a consumer would (getMessage)")
     get.add_argument("store_dir")

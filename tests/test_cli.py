@@ -110,3 +110,34 @@ def test_store_commands_usage_errors(tmp_path: Path, rmq_fixtures: Path) -> None
     assert p.returncode == 1 and "NoSuchTopic" in p.stderr
     p = run_cli("offset-by-time", str(rmq_fixtures / "4.9.8" / "storeA"), "--topic", "T", "--queue", "0")
     assert p.returncode == 2
+
+
+IDX = ["--index-slots", "100", "--index-entries", "1000"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_dump_index_and_query(rmq_fixtures: Path, version: str) -> None:
+    store = rmq_fixtures / version / "storeA"
+    dump = M.load(rmq_fixtures / version, "A", "dump")
+    p = run_cli("dump", "index", str(store), "--json", *IDX)
+    assert p.returncode == 0, p.stderr
+    got = [json.loads(x) for x in p.stdout.splitlines()]
+    want = [o for o in dump if o["type"] == "index_file"]
+    assert [(g["name"], g["begin_timestamp"], g["end_timestamp"], g["begin_phy_offset"], g["end_phy_offset"],
+             g["hash_slot_count"], g["index_count"]) for g in got] == [
+        (o["name"], o["beginTimestamp"], o["endTimestamp"], o["beginPhyOffset"], o["endPhyOffset"],
+         o["hashSlotCount"], o["indexCount"]) for o in want]
+    # Aa and BB share a String.hashCode: raw mode returns RocketMQ's answer, exact mode drops collisions
+    q = next(o for o in dump if o["type"] == "query" and o["topic"] == "TopicA" and o["key"] == "Aa"
+             and o["begin"] == 0 and o["end"] == 2**63 - 1)
+    p = run_cli("query", str(store), "--topic", "TopicA", "--key", "Aa", "--raw", "--json", *IDX)
+    assert p.returncode == 0, p.stderr
+    raw = [json.loads(x) for x in p.stdout.splitlines()]
+    assert [m["physical_offset"] for m in raw] == q["queryMessage_phyOffsets"]
+    p = run_cli("query", str(store), "--topic", "TopicA", "--key", "Aa", "--json", *IDX)
+    exact = [json.loads(x) for x in p.stdout.splitlines()]
+    assert 0 < len(exact) < len(raw)
+    assert all("Aa" in m["keys"] or m["uniq_key"] == "Aa" for m in exact)
+    assert [m for m in raw if "Aa" in m["keys"] or m["uniq_key"] == "Aa"] == exact
+    p = run_cli("dump", "index", str(store))
+    assert p.returncode == 2 and "--index-slots" in p.stderr
