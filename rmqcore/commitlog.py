@@ -80,7 +80,9 @@ class CommitLog:
         read_only: map files read-only, change nothing on disk.
         check_crc: verify body CRCs while recovering (``checkCRCOnRecover``).
         recover: find the end of the log on open (normal recovery from the third-last file).
-        prepare_next: create and pre-fault the next file in the background.
+        prepare_next: create the next file in the background (AllocateMappedFileService).
+        warm_next: also fault its pages in for writing (RocketMQ's ``warmMappedFileEnable``, off by
+            default: on this class of VM populating a fresh file competes with the writer).
         impl: "native" or "pure" kernels (default: ``rmqcore._impl.IMPLEMENTATION``).
     """
 
@@ -97,6 +99,7 @@ class CommitLog:
         check_crc: bool = True,
         recover: bool = True,
         prepare_next: bool = True,
+        warm_next: bool = False,
         impl: str | None = None,
     ) -> None:
         if flavour not in (4, 5):
@@ -113,6 +116,7 @@ class CommitLog:
         self.read_only = read_only
         self.check_crc = check_crc
         self.prepare_next = prepare_next and not read_only
+        self.warm_next = warm_next
         self._codec = _impl.kernel("codec", impl)
         self._closed = False
         self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only)
@@ -377,7 +381,7 @@ class CommitLog:
             return last
         mf = self.queue.last_for_write(offset)
         if self.prepare_next:
-            self.queue.prepare_next()
+            self.queue.prepare_next(prefault=self.warm_next)
         return mf
 
     # -- reading ----------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ class StoreConfig:
     message_index_enable: bool = True  # messageIndexEnable
     max_msgs_num_batch: int = 64  # maxMsgsNumBatch (query by key)
     check_crc_on_recover: bool = True  # checkCRCOnRecover
+    warm_mapped_file: bool = False  # warmMappedFileEnable: pre-fault the next CommitLog file
     dispatch: str = "inline"  # "inline" (put returns after dispatch) or "background" (reput thread)
     max_transfer_bytes_in_memory: int = 256 * 1024  # maxTransferBytesOnMessageInMemory
     max_transfer_count_in_memory: int = 32  # maxTransferCountOnMessageInMemory

@@ -85,23 +85,19 @@ class MappedFile:
         return self.wrote_position >= self.file_size
 
     def prefault(self, start: int = 0, end: int | None = None) -> None:
-        """Fault pages in ahead of writes (MADV_POPULATE_WRITE, chunked so other threads run)."""
+        """Fault pages in ahead of writes (MADV_POPULATE_WRITE), in chunks, with the GIL released
+        by the native kernel so the writer keeps running (AllocateMappedFileService's warm-up)."""
         if self.read_only or self._closed:
             return
+        from . import _impl
+
+        populate = _impl.appender.prefault
         end = self.file_size if end is None else end
-        page = mmap.PAGESIZE
-        pos = start - start % page
+        pos = start
         while pos < end:
             n = min(_PREFAULT_CHUNK, end - pos)
-            n += (-n) % page
-            n = min(n, self.file_size - pos)
-            try:
-                self.mm.madvise(_MADV_POPULATE_WRITE, pos, n)
-            except (OSError, ValueError):
-                try:
-                    self.mm.madvise(mmap.MADV_WILLNEED, pos, n)
-                except (OSError, ValueError):
-                    return
+            if not populate(self.mm, pos, pos + n):
+                return
             pos += n
 
     def flush(self) -> int:

@@ -16,6 +16,7 @@ complete; the active file's indexes are rebuilt from the CommitLog on open.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import os
 from pathlib import Path
@@ -125,13 +126,14 @@ class SegmentIndex:
         omax = np.where(new_max, ordinals, -1)
         omax = np.maximum.accumulate(np.concatenate(([self.ordinal_of_max_ts], omax)))[1:]
         # entries: before record i, if bytes since the last entry > interval (Kafka's LogSegment rule)
-        csum = np.concatenate(([0], np.cumsum(sizes)))  # bytes of records [0, i)
+        csum_a = np.concatenate(([0], np.cumsum(sizes)))  # bytes of records [0, i)
+        csum = csum_a.tolist()
         base_i, since0 = 0, self.bytes_since
         oi, ti = self.offset_index, self.time_index
         while True:
-            # since before record i = since0 + csum[i] - csum[base_i]
+            # since before record i = since0 + csum[i] - csum[base_i]; first i with since > interval
             target = self.interval - since0 + csum[base_i]
-            i = int(np.searchsorted(csum, target, side="right"))
+            i = bisect.bisect_right(csum, target)
             if i >= n:
                 break
             i = max(i, base_i)

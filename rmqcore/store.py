@@ -181,9 +181,10 @@ class MessageStore:
         self.commitlog = CommitLog(
             self.store_dir, file_size=cfg.commitlog_file_size, flavour=cfg.flavour, store_host=cfg.store_host,
             clock=cfg.clock, max_message_size=cfg.max_message_size, read_only=self.read_only,
-            check_crc=cfg.check_crc_on_recover, recover=False, impl=self.impl,
+            check_crc=cfg.check_crc_on_recover, recover=False, impl=self.impl, warm_next=cfg.warm_mapped_file,
         )
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._topics: dict[str, int] = {}
         self._dispatch_lock = threading.Lock()
         self._dispatch_kernel = _impl.kernel("dispatch", self.impl)
         self._cols = np.empty((L.NCOLUMNS, 4096), dtype=np.int64)
@@ -192,19 +193,16 @@ class MessageStore:
         self._topic_ids: dict[bytes, int] = {}
         self._last_dispatched_ts = 0
         self._topic_names: list[str] = []
+        self._offsets: dict[str, dict[int, int]] = {}
+        self._load_consumer_offsets()
+        self._load_topics()
         self._load_consume_queues()
         self.index = self._open_index(cfg)
         self._recover()
-        if not self.read_only and fresh and not (self.store_dir / "config").exists():
+        if not self.read_only and fresh:
             save_geometry(self.store_dir, cfg)
-        elif not self.read_only and load_geometry(self.store_dir) is None and not any(
-            (self.store_dir / "commitlog").iterdir()
-        ):
-            save_geometry(self.store_dir, cfg)
-        self._offsets: dict[str, dict[int, int]] = {}
-        self._load_consumer_offsets()
-        self._topics: dict[str, int] = {}
-        self._load_topics()
+        if not self.read_only:
+            self.put = self.commitlog.put  # type: ignore[method-assign]  # the native hot path
         self._stop = threading.Event()
         self._reput_thread: threading.Thread | None = None
         if cfg.dispatch == "background" and not self.read_only:
@@ -374,6 +372,7 @@ class MessageStore:
         persist(self.store_dir / "config" / "consumerOffset.json", dumps_fastjson({"offsetTable": table}) + "\n")
 
     def _load_topics(self) -> None:
+        self._topics_loaded = True
         data = load_with_bak(self.store_dir / "config" / "topics.json")
         table = (data or {}).get("topicConfigTable", {}) if isinstance(data, dict) else {}
         for name, tc in table.items():
@@ -394,9 +393,10 @@ class MessageStore:
 
     def _note_topic(self, topic: str, queue_id: int) -> None:
         n = self._topics.get(topic)
-        if n is None or queue_id >= n:
+        if (n is None or queue_id >= n) and not self.read_only:
             self._topics[topic] = max(4, queue_id + 1, n or 0)
-            self._persist_topics()
+            if getattr(self, "_topics_loaded", False):
+                self._persist_topics()
 
     # -- writing --------------------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -416,24 +416,14 @@ class MessageStore:
             raise ConfigError(f"{self.store_dir} was opened read-only")
 
     def put(self, topic: str, body: bytes, queue_id: int = 0, **kwargs: Any) -> AppendResult:
-        """Append one message (see CommitLog.put for the arguments) and dispatch it (inline mode)."""
+        """Append one message (see CommitLog.put for the arguments); dispatch follows before the next
+        read. A writable store binds this name to the CommitLog's native put (one C call)."""
         self._check_writable()
-        if type(queue_id) is int and (topic not in self._topics or queue_id >= self._topics[topic]):
-            if type(topic) is str:
-                self.commitlog._topic_bytes(topic)  # validate before recording the topic
-                if 0 <= queue_id <= 0x7FFFFFFF:
-                    self._note_topic(topic, queue_id)
         return self.commitlog.put(topic, body, queue_id, **kwargs)
 
     def put_batch(self, topic: str, bodies: Sequence[bytes], queue_id: int = 0, **kwargs: Any) -> BatchAppendResult:
         """Append a batch (see CommitLog.put_batch) and dispatch it (inline mode)."""
         self._check_writable()
-        if type(topic) is str and type(queue_id) is int and (
-            topic not in self._topics or queue_id >= self._topics[topic]
-        ):
-            self.commitlog._topic_bytes(topic)
-            if 0 <= queue_id <= 0x7FFFFFFF:
-                self._note_topic(topic, queue_id)
         return self.commitlog.put_batch(topic, bodies, queue_id, **kwargs)
 
     # -- dispatch (ReputMessageService) -----------------------------------------------------------------
@@ -447,6 +437,7 @@ class MessageStore:
         if cq is None and create:
             cq = ConsumeQueue(self.store_dir, topic, queue_id, file_size=self.config.cq_file_size)
             self.consume_queues[(topic, queue_id)] = cq
+            self._note_topic(topic, queue_id)
         return cq
 
     def dispatch(self, limit: int | None = None) -> int:

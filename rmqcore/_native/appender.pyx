@@ -528,3 +528,42 @@ cdef class Appender:
         finally:
             self._release()
 from .._pure.appender import BatchAppendResult  # one Python class serves both twins
+
+
+cdef extern from "<sys/mman.h>" nogil:
+    int madvise(void *addr, size_t length, int advice)
+    enum: MADV_WILLNEED
+
+cdef extern from "<errno.h>" nogil:
+    int errno
+
+DEF MADV_POPULATE_WRITE_ = 23  # Linux >= 5.14
+
+
+def prefault(mm, start, end):
+    """Fault the pages of ``mm[start:end]`` in for writing (MADV_POPULATE_WRITE), GIL released.
+
+    Falls back to MADV_WILLNEED where the kernel lacks it. Returns True when pages were populated.
+    Only for regions nothing reads or writes yet (the next file, or beyond the write position).
+    """
+    cdef Py_buffer view
+    cdef Py_ssize_t s = start, e = end
+    cdef size_t page = 4096
+    cdef char *base
+    cdef char *p
+    cdef size_t n
+    cdef int rc
+    PyObject_GetBuffer(mm, &view, PyBUF_WRITABLE)
+    try:
+        if s < 0 or e > view.len or s > e:
+            raise ValueError("prefault range outside the buffer")
+        base = <char *>view.buf
+        p = base + (s - s % page)
+        n = <size_t>(e - (s - s % page))
+        with nogil:
+            rc = madvise(p, n, MADV_POPULATE_WRITE_)
+            if rc != 0:
+                madvise(p, n, MADV_WILLNEED)
+        return rc == 0
+    finally:
+        PyBuffer_Release(&view)
