@@ -17,6 +17,7 @@ store sees complete records only (it scans to the last valid record at open and 
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
@@ -185,6 +186,7 @@ class MessageStore:
         )
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._topics: dict[str, int] = {}
+        self._views_out = 0
         self._dispatch_lock = threading.Lock()
         self._dispatch_kernel = _impl.kernel("dispatch", self.impl)
         self._cols = np.empty((L.NCOLUMNS, 4096), dtype=np.int64)
@@ -772,6 +774,35 @@ class MessageStore:
         t = self.store_time_of(unit[0]) if unit else None
         return -1 if t is None else t
 
+    @contextlib.contextmanager
+    def record_views(self, physical_offsets: Sequence[int]) -> Iterator[list[memoryview]]:
+        """Zero-copy: read-only memoryviews of records (``GetResult.physical_offsets``), valid only
+        inside the ``with`` block. While views are out, their files cannot be unmapped (closing the
+        store raises BufferError), so no view ever points at unmapped memory; they are released on
+        exit even when the block raises.
+
+            with store.record_views(result.physical_offsets) as views:
+                for v in views: handle(v)          # bytes of each record, no copy
+        """
+        self._check_open()
+        views: list[memoryview] = []
+        self._views_out += 1
+        try:
+            for off in physical_offsets:
+                mf = self.commitlog.queue.find(off)
+                pos = off - mf.file_from_offset
+                status, size = self.commitlog._codec.peek_record(mf.mm, pos, mf.wrote_position)
+                if status != L.ST_MSG:
+                    raise OffsetOutOfRangeError(f"no record at offset {off}")
+                base = memoryview(mf.mm)
+                views.append(base[pos : pos + size].toreadonly())
+                base.release()
+            yield views
+        finally:
+            for v in views:
+                v.release()
+            self._views_out -= 1
+
     def iter_queue(self, topic: str, queue_id: int, offset: int = 0) -> Iterator[MessageExt]:
         """Every message of a queue from ``offset``, decoded."""
         while True:
@@ -802,8 +833,9 @@ class MessageStore:
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def flush(self) -> None:
-        """Make everything durable: CommitLog, consume queues, index files, then the checkpoint."""
-        self._check_open()
+        """Make everything durable: CommitLog, consume queues, index files, then the checkpoint
+        (inline dispatch runs first, so what was put is in the consume queues and the index)."""
+        self._caught_up()
         self.commitlog.flush()
         if self._last_dispatched_ts > 0:
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, self._last_dispatched_ts)
@@ -818,9 +850,15 @@ class MessageStore:
         self.checkpoint.flush()
 
     def close(self) -> None:
-        """Dispatch what is pending, flush everything, release the lock. Idempotent."""
+        """Dispatch what is pending, flush everything, release the lock. Idempotent.
+
+        Raises:
+            BufferError: zero-copy record views are still out (nothing is changed; release them).
+        """
         if self._closed:
             return
+        if self._views_out:
+            raise BufferError("record views are still in use; leave their `with` block before closing")
         if self._reput_thread is not None:
             self._stop.set()
             self._reput_thread.join()

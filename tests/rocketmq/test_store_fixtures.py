@@ -60,7 +60,7 @@ def test_replaying_manifest_writes_identical_consume_queues(
     flavour = 4 if version.startswith("4") else 5
     s = MessageStore(
         tmp_path, impl=impl.name, flavour=flavour, store_host="198.51.100.7:10911", clock=lambda: clock[0],
-        message_index_enable=False, **GEOM,
+        **GEOM,
     )
     with s:
         _replay(s, lines[1:], clock, born)
@@ -73,6 +73,10 @@ def test_replaying_manifest_writes_identical_consume_queues(
     cl_src = rmq_fixtures / version / f"store{store}" / "commitlog"
     for p in cl_src.iterdir():
         assert p.read_bytes() == (tmp_path / "commitlog" / p.name).read_bytes(), p.name
+    # index files: identical contents (their names are wall-clock creation times)
+    idx_src = sorted((rmq_fixtures / version / f"store{store}" / "index").iterdir())
+    idx_ours = sorted((tmp_path / "index").iterdir())
+    assert [p.read_bytes() for p in idx_ours] == [p.read_bytes() for p in idx_src]
 
 
 @pytest.mark.parametrize("store", ("A", "C"))

@@ -1,0 +1,132 @@
+"""MessageStore behaviour beyond the goldens: views, concurrency, dispatch modes, config files."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from rmqcore.configfiles import loads_fastjson
+from rmqcore.errors import ConfigError, StoreClosedError, StoreLockedError
+from rmqcore.store import GetStatus, MessageStore
+
+GEOM = dict(commitlog_file_size=64 * 1024, cq_file_size=200, index_slots=50, index_entries=200)
+
+
+def test_record_views_are_zero_copy_and_scoped(tmp_path: Path, impl) -> None:
+    s = MessageStore(tmp_path, impl=impl.name, **GEOM)
+    rs = [s.put("T", b"body-%d" % i, 0) for i in range(5)]
+    r = s.get_messages("g", "T", 0, 0)
+    with s.record_views(r.physical_offsets) as views:
+        assert [len(v) for v in views] == [x.size for x in rs]
+        assert all(v.readonly for v in views)
+        assert bytes(views[2]).find(b"body-2") > 0
+        with pytest.raises(BufferError):
+            s.close()  # refused, nothing changed
+        assert s.get_messages("g", "T", 0, 0).message_count == 5
+    with pytest.raises(ValueError):
+        bytes(views[0])  # released on exit
+    s.close()
+    with pytest.raises(StoreClosedError):
+        s.get_messages("g", "T", 0, 0)
+
+
+def test_second_writer_is_refused_and_read_only_sees_complete_records(tmp_path: Path, impl) -> None:
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        for i in range(50):
+            s.put("T", b"x" * 100, i % 2)
+        s.flush()
+        code = ("import sys; from rmqcore.store import MessageStore; from rmqcore.errors import StoreLockedError\n"
+                f"try:\n    MessageStore({str(tmp_path)!r})\nexcept StoreLockedError:\n    sys.exit(7)\n")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 7, p.stderr
+        # a read-only open of the live store: complete records only, nothing written
+        before = sorted((p.name, p.stat().st_size) for p in tmp_path.rglob("*") if p.is_file())
+        with MessageStore(tmp_path, read_only=True, impl=impl.name) as ro:
+            assert ro.max_offset("T", 0) == 25 and ro.max_offset("T", 1) == 25
+            with pytest.raises(ConfigError):
+                ro.put("T", b"no")
+        after = sorted((p.name, p.stat().st_size) for p in tmp_path.rglob("*") if p.is_file())
+        assert before == after
+
+
+def test_readers_run_concurrently_with_the_writer(tmp_path: Path, impl) -> None:
+    s = MessageStore(tmp_path, impl=impl.name, dispatch="background", **GEOM)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    seen = [0]
+
+    def reader() -> None:
+        try:
+            off = 0
+            while not stop.is_set() or off < 2000:
+                r = s.get_messages("g", "T", 0, off, 16)
+                if r.status == GetStatus.FOUND:
+                    for m in r.messages:
+                        assert m.body == b"m%06d" % m.queue_offset
+                    off = r.next_begin_offset
+                    seen[0] = off
+                elif stop.is_set() and s.dispatch_lag == 0 and r.status != GetStatus.FOUND and off >= 2000:
+                    break
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    for i in range(2000):
+        s.put("T", b"m%06d" % i, 0)
+    assert s.wait_dispatched(30)
+    stop.set()
+    t.join(60)
+    assert not t.is_alive() and not errors, errors
+    assert seen[0] == 2000
+    s.close()
+
+
+def test_consumer_offsets_file_is_what_a_broker_reads_with_bak_fallback(tmp_path: Path, impl) -> None:
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        s.put("TopicA", b"x", 1)
+        s.commit_offset("grp", "TopicA", 1, 5)
+        s.commit_offset("grp", "TopicA", 0, 3)
+        s.commit_offset("grp", "TopicA", 1, 9)
+    text = (tmp_path / "config" / "consumerOffset.json").read_text()
+    assert '"TopicA@grp":{0:3,1:9}' in text  # fastjson: unquoted integer keys, topic@group
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    assert loads_fastjson(text) == {"offsetTable": {"TopicA@grp": {"0": 3, "1": 9}}}
+    assert (tmp_path / "config" / "consumerOffset.json.bak").exists()
+    # a torn/garbled file falls back to the .bak (the previous state)
+    (tmp_path / "config" / "consumerOffset.json").write_text("{garbage")
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        assert s.fetch_offset("grp", "TopicA", 1) == 5  # the .bak holds the state before the last commit
+        assert s.fetch_offset("nobody", "TopicA", 1) == -1
+        assert s.topics()["TopicA"] == 4
+    topics = loads_fastjson((tmp_path / "config" / "topics.json").read_text())
+    assert topics["topicConfigTable"]["TopicA"]["writeQueueNums"] == 4
+
+
+def test_geometry_is_persisted_and_enforced(tmp_path: Path, impl) -> None:
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        s.put("T", b"x")
+    assert json.loads((tmp_path / "rmqcore.json").read_text())["cq_file_size"] == 200
+    with MessageStore(tmp_path, impl=impl.name) as s:  # no options: taken from rmqcore.json
+        assert (s.config.commitlog_file_size, s.config.cq_file_size) == (64 * 1024, 200)
+    with pytest.raises(ConfigError, match="cq_file_size"):
+        MessageStore(tmp_path, impl=impl.name, cq_file_size=400)
+
+
+def test_lookup_by_msg_id_and_earliest_time(tmp_path: Path, impl) -> None:
+    clock = [1_700_000_000_000]
+    with MessageStore(tmp_path, impl=impl.name, clock=lambda: clock[0], **GEOM) as s:
+        assert s.earliest_message_time() == -1
+        r1 = s.put("T", b"first", 0)
+        clock[0] += 10
+        r2 = s.put("T", b"second", 1)
+        assert s.get_by_msg_id(r2.msg_id).body == b"second"
+        assert s.earliest_message_time() == 1_700_000_000_000
+        assert s.earliest_message_time("T", 1) == 1_700_000_000_010
+        assert s.get_by_msg_id(r1.msg_id.lower()).body == b"first"
