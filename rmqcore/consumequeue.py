@@ -129,6 +129,28 @@ class ConsumeQueue:
         n = min(max_units, (mf.wrote_position - pos) // UNIT)
         return np.frombuffer(mf.mm, dtype=_UNIT_DTYPE, count=n, offset=pos).copy()
 
+    def first_at_or_after(self, physical_offset: int) -> int:
+        """The first queue offset (>= min offset) whose unit's record starts at or after
+        ``physical_offset``; ``max_offset`` when none. Binary search over the mapped units, no copy."""
+        unpack = _UNIT.unpack_from
+        lo_global = self.min_logic_offset
+        for mf in self.queue.files:
+            n = mf.wrote_position // UNIT
+            if n == 0 or mf.file_end_offset <= lo_global:
+                continue
+            if unpack(mf.mm, (n - 1) * UNIT)[0] < physical_offset:
+                continue
+            lo = max(0, (lo_global - mf.file_from_offset) // UNIT)
+            hi = n - 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if unpack(mf.mm, mid * UNIT)[0] < physical_offset:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return (mf.file_from_offset + lo * UNIT) // UNIT
+        return self.max_offset
+
     def all_units(self) -> np.ndarray:
         parts = [np.frombuffer(mf.mm, dtype=_UNIT_DTYPE, count=mf.wrote_position // UNIT) for mf in self.queue.files]
         return np.concatenate(parts).copy() if parts else np.empty(0, dtype=_UNIT_DTYPE)

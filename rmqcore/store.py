@@ -187,6 +187,7 @@ class MessageStore:
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._topics: dict[str, int] = {}
         self._views_out = 0
+        self._seek_cols = np.empty((L.NCOLUMNS, 64), dtype=np.int64)
         self._dispatch_lock = threading.Lock()
         self._dispatch_kernel = _impl.kernel("dispatch", self.impl)
         self._cols = np.empty((L.NCOLUMNS, 4096), dtype=np.int64)
@@ -725,7 +726,7 @@ class MessageStore:
         cl = self.commitlog
         start = self.segindex.seek_time(timestamp - 1 if not after else timestamp) if self.segindex else cl.min_offset
         codec = cl._codec
-        out = np.empty((L.NCOLUMNS, 256), dtype=np.int64)
+        out = self._seek_cols
         off = max(start, cl.min_offset)
         while off < cl.max_offset:
             mf = cl.queue.find(off)
@@ -746,18 +747,10 @@ class MessageStore:
     def _offset_by_time_indexed(self, cq: ConsumeQueue, timestamp: int, boundary: str) -> int:
         """LOWER/UPPER from physical positions: with store times monotone in CommitLog order, the
         first unit stored at/after ``ts`` is the first unit at/after the first such record."""
-        units = cq.all_units()
-        phys = units["offset"]
-        lo_q = cq.min_offset - (cq.queue.min_offset() // L.CQ_UNIT_SIZE)
         if boundary == BOUNDARY_LOWER:
-            p = self.commitlog_offset_by_time(timestamp)
-            k = int(np.searchsorted(phys[lo_q:], p, side="left")) + lo_q
-            return cq.queue.min_offset() // L.CQ_UNIT_SIZE + k
-        p = self.commitlog_offset_by_time(timestamp, after=True)
-        k = int(np.searchsorted(phys[lo_q:], p, side="left")) + lo_q - 1
-        if k < lo_q:
-            return 0
-        return cq.queue.min_offset() // L.CQ_UNIT_SIZE + k
+            return cq.first_at_or_after(self.commitlog_offset_by_time(timestamp))
+        k = cq.first_at_or_after(self.commitlog_offset_by_time(timestamp, after=True)) - 1
+        return k if k >= cq.min_offset else 0
 
     def earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
         """Store time of the oldest message (of one queue when given), -1 when there is none."""

@@ -1,0 +1,151 @@
+"""MessageStore throughput: put with dispatch, batched reads, key lookups, time seeks.
+
+Run: ``python -m pytest bench/bench_store.py --benchmark-only --benchmark-group-by=group``.
+Every benchmark reports its rate in ``extra_info``. Workload as shared/perf.md: 100-byte bodies,
+one tag and one unique key per message. ``RMQCORE_BENCH_KEYS`` sets the key-lookup store size
+(default 1,000,000; the target in the issue is stated at 5,000,000).
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+
+import numpy as np
+import pytest
+
+from rmqcore.store import MessageStore
+
+BODY = b"b" * 100
+N = 200_000
+
+
+@pytest.fixture(scope="module")
+def filled() -> MessageStore:
+    d = tempfile.mkdtemp(prefix="rmqbench-store-")
+    clock = [1_700_000_000_000]
+    s = MessageStore(d, commitlog_file_size=256 * 1024 * 1024, clock=lambda: clock[0])
+    for i in range(N):
+        if i % 16 == 0:
+            clock[0] += 1
+        s.put("BenchTopic", BODY, i & 3, tags="TagA", keys=f"key-{i:010d}")
+    s.dispatch()
+    yield s
+    s.close()
+    shutil.rmtree(d)
+
+
+@pytest.mark.benchmark(group="store-put-with-dispatch")
+def test_put_single_with_dispatch(benchmark) -> None:
+    keys = [f"key-{i:010d}" for i in range(N)]
+
+    def run() -> None:
+        d = tempfile.mkdtemp(prefix="rmqbench-put-")
+        s = MessageStore(d, commitlog_file_size=256 * 1024 * 1024)
+        put = s.put
+        for i in range(N):
+            put("BenchTopic", BODY, i & 3, tags="TagA", keys=keys[i])
+        s.dispatch()
+        s.close()
+        shutil.rmtree(d)
+
+    benchmark.pedantic(run, rounds=3, iterations=1)
+    benchmark.extra_info["msg_per_s"] = N / benchmark.stats["median"]
+
+
+@pytest.mark.benchmark(group="store-put-with-dispatch")
+def test_put_batch_with_dispatch(benchmark) -> None:
+    raw = [f"KEYS\x01key-{i:010d}\x02TAGS\x01TagA\x02" for i in range(N)]
+
+    def run() -> None:
+        d = tempfile.mkdtemp(prefix="rmqbench-batch-")
+        s = MessageStore(d, commitlog_file_size=256 * 1024 * 1024)
+        for lo in range(0, N, 1000):
+            s.put_batch("BenchTopic", [BODY] * 1000, (lo // 1000) & 3, properties_raw=raw[lo : lo + 1000])
+        s.dispatch()
+        s.close()
+        shutil.rmtree(d)
+
+    benchmark.pedantic(run, rounds=3, iterations=1)
+    benchmark.extra_info["msg_per_s"] = N / benchmark.stats["median"]
+
+
+@pytest.mark.benchmark(group="store-read")
+def test_batched_read_commitlog_columnar(benchmark, filled: MessageStore) -> None:
+    cl = filled.commitlog
+
+    def run() -> int:
+        off, n = cl.min_offset, 0
+        while off < cl.max_offset:
+            b = cl.read_batch(off, 8192)
+            n += len(b)
+            off = b.next_offset
+        return n
+
+    n = benchmark.pedantic(run, rounds=5, iterations=1)
+    benchmark.extra_info["msg_per_s"] = n / benchmark.stats["median"]
+
+
+@pytest.mark.benchmark(group="store-read")
+def test_pull_32(benchmark, filled: MessageStore) -> None:
+    def run() -> int:
+        n = 0
+        for q in range(4):
+            off = 0
+            while True:
+                r = filled.get_messages("g", "BenchTopic", q, off, 32)
+                if r.status != "FOUND":
+                    break
+                n += r.message_count
+                off = r.next_begin_offset
+        return n
+
+    n = benchmark.pedantic(run, rounds=3, iterations=1)
+    benchmark.extra_info["msg_per_s"] = n / benchmark.stats["median"]
+
+
+@pytest.mark.benchmark(group="store-query-by-key")
+@pytest.mark.parametrize("raw", [False, True])
+def test_query_by_key(benchmark, filled: MessageStore, raw: bool) -> None:
+    rnd = random.Random(5)
+    keys = [f"key-{rnd.randrange(N):010d}" for _ in range(20_000)]
+    if raw:
+        q = filled.query_offsets
+
+        def run() -> None:
+            for k in keys:
+                q("BenchTopic", k)
+    else:
+        q2 = filled.query_by_key
+
+        def run() -> None:
+            for k in keys:
+                q2("BenchTopic", k)
+
+    benchmark.pedantic(run, rounds=3, iterations=1)
+    benchmark.extra_info["lookups_per_s"] = len(keys) / benchmark.stats["median"]
+
+
+@pytest.mark.benchmark(group="store-time-seek")
+@pytest.mark.parametrize("method", ["segment-index", "commitlog-binary-search"])
+def test_time_seek(benchmark, filled: MessageStore, method: str) -> None:
+    rnd = random.Random(9)
+    t0 = 1_700_000_000_000
+    probes = [t0 + rnd.randrange(N // 16) for _ in range(2000)]
+    cq = filled.consume_queue("BenchTopic", 0)
+    assert filled.segindex.monotonic
+    if method == "segment-index":
+        def run() -> None:
+            for ts in probes:
+                filled.offset_by_time("BenchTopic", 0, ts)
+    else:
+        def run() -> None:
+            for ts in probes:
+                cq.offset_by_time(ts, filled.store_time_of, filled.commitlog.min_offset)
+
+    benchmark.pedantic(run, rounds=3, iterations=1)
+    benchmark.extra_info["seeks_per_s"] = len(probes) / benchmark.stats["median"]
+    for ts in probes[:50]:  # both answer the same
+        assert filled.offset_by_time("BenchTopic", 0, ts) == cq.offset_by_time(
+            ts, filled.store_time_of, filled.commitlog.min_offset)
