@@ -1,9 +1,9 @@
 """The main job on an embedded default: a store in ./rmqcore-data, a realistic workload, a report.
 
-Run: ``python -m rmqcore.demo [--dir DIR] [--messages N]``. Creates (or reuses) a store directory,
-appends messages over several topics, queues, keys and tags (single puts and batches), reopens the
-store, reads everything back with the columnar decoder, checks every record against what was
-written (CRC verified), and prints a short report.
+Run: ``python -m rmqcore.demo [--dir DIR] [--messages N]``. Creates a fresh MessageStore, produces
+messages over several topics, queues, keys and tags (single puts and batches), consumes every queue
+as a consumer group would (committing offsets), queries by key and by time, reopens the store and
+checks that everything survived, then prints a short report. Exit status 0 only if every check passed.
 """
 from __future__ import annotations
 
@@ -16,72 +16,98 @@ from collections import Counter
 from pathlib import Path
 
 from . import IMPLEMENTATION
-from .commitlog import CommitLog, MessageExt
+from .store import GetStatus, MessageStore
 
 TOPICS = ("OrderEvents", "PaymentEvents", "AuditLog")
 TAGS = ("Created", "Paid", "Shipped", "Cancelled")
+QUEUES = 4
 
 
 def run(directory: Path, n: int, seed: int = 7) -> dict[str, object]:
     if directory.exists():
         shutil.rmtree(directory)
     rnd = random.Random(seed)
-    written: dict[int, tuple[str, int, bytes, str]] = {}
+    sent: dict[tuple[str, int], list[tuple[bytes, str, str]]] = {}
+    checks: list[tuple[str, bool]] = []
     t0 = time.perf_counter()
-    with CommitLog(directory, file_size=64 * 1024 * 1024, store_host="127.0.0.1:10911") as cl:
+    with MessageStore(directory, commitlog_file_size=64 * 1024 * 1024, cq_file_size=300_000 * 20) as store:
         i = 0
         while i < n:
             topic = rnd.choice(TOPICS)
-            q = rnd.randrange(4)
+            q = rnd.randrange(QUEUES)
+            lst = sent.setdefault((topic, q), [])
             if rnd.random() < 0.2:
                 k = min(rnd.randrange(2, 50), n - i)
-                bodies = [f"{topic}:{i + j}:".encode() + bytes(rnd.randrange(256) for _ in range(40)) for j in range(k)]
                 tag = rnd.choice(TAGS)
-                r = cl.put_batch(topic, bodies, q, properties={"TAGS": tag, "KEYS": f"batch-{i}"})
-                for off, b in zip(r.physical_offsets, bodies):
-                    written[off] = (topic, q, b, tag)
+                bodies = [f"{topic}:{i + j}:".encode() + rnd.randbytes(40) for j in range(k)]
+                raw = [f"KEYS\x01order-{i + j}\x02TAGS\x01{tag}\x02" for j in range(k)]
+                store.put_batch(topic, bodies, q, properties_raw=raw)
+                lst.extend((b, tag, f"order-{i + j}") for j, b in enumerate(bodies))
                 i += k
             else:
-                body = f"{topic}:{i}:".encode() + bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 300)))
                 tag = rnd.choice(TAGS)
-                r = cl.put(topic, body, q, tags=tag, keys=[f"order-{i}", f"user-{i % 97}"])
-                written[r.physical_offset] = (topic, q, body, tag)
+                body = f"{topic}:{i}:".encode() + rnd.randbytes(rnd.randrange(0, 300))
+                store.put(topic, body, q, tags=tag, keys=[f"order-{i}", f"user-{i % 97}"])
+                lst.append((body, tag, f"order-{i}"))
                 i += 1
-    t_write = time.perf_counter() - t0
+        t_write = time.perf_counter() - t0
 
-    t1 = time.perf_counter()
-    per_topic: Counter[str] = Counter()
-    checked = 0
-    with CommitLog(directory, file_size=64 * 1024 * 1024) as cl:
-        for item in cl.iter_records(verify_crc=True):
-            if not isinstance(item, MessageExt):
-                continue
-            topic, q, body, tag = written[item.position]
-            if (item.topic, item.queue_id, item.body, item.tags) != (topic, q, body, tag):
-                raise SystemExit(f"mismatch at offset {item.position}")
-            per_topic[item.topic] += 1
-            checked += 1
-        end = cl.max_offset
-    t_read = time.perf_counter() - t1
-    if checked != len(written):
-        raise SystemExit(f"read back {checked} of {len(written)} messages")
-    return {"messages": checked, "bytes": end, "write_s": t_write, "read_s": t_read, "per_topic": dict(per_topic)}
+        t1 = time.perf_counter()
+        consumed = 0
+        per_topic: Counter[str] = Counter()
+        ok = True
+        for (topic, q), lst in sent.items():
+            offset = 0
+            while True:
+                r = store.get_messages("demo-group", topic, q, offset, 32)
+                if r.status != GetStatus.FOUND:
+                    break
+                for m in r.messages:
+                    body, tag, _key = lst[m.queue_offset]
+                    ok &= m.body == body and m.tags == tag
+                consumed += r.message_count
+                per_topic[topic] += r.message_count
+                offset = r.next_begin_offset
+            store.commit_offset("demo-group", topic, q, offset)
+            ok &= offset == len(lst)
+        t_read = time.perf_counter() - t1
+        checks.append(("every message consumed intact, in queue order", ok and consumed == n))
+
+        probe = [(t, q, lst[rnd.randrange(len(lst))]) for (t, q), lst in list(sent.items())[:8]]
+        found = all(any(m.body == body for m in store.query_by_key(t, key)) for t, q, (body, _tag, key) in probe)
+        checks.append(("query by key finds the message", found))
+        topic, q = next(iter(sent))
+        first = store.get_messages("g", topic, q, 0, 1).messages[0]
+        checks.append(("offset by time finds the first message",
+                       store.offset_by_time(topic, q, first.store_timestamp) == 0))
+
+    with MessageStore(directory) as store:
+        survived = all(store.max_offset(t, q) == len(lst) for (t, q), lst in sent.items())
+        survived &= all(store.fetch_offset("demo-group", t, q) == len(lst) for (t, q), lst in sent.items())
+        checks.append(("reopened store has every message and committed offset", survived))
+        end = store.commitlog.max_offset
+    return {"messages": n, "bytes": end, "write_s": t_write, "read_s": t_read,
+            "per_topic": dict(per_topic), "checks": checks}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rmqcore.demo", description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="rmqcore-data", help="store directory (replaced)")
-    ap.add_argument("--messages", type=int, default=50_000)
+    ap.add_argument("--messages", type=int, default=100_000)
     args = ap.parse_args(argv)
     r = run(Path(args.dir), args.messages)
     print(f"rmqcore demo ({IMPLEMENTATION} kernels), store at {args.dir}")
-    print(f"  wrote {r['messages']} messages, {r['bytes']} bytes of commitlog in {r['write_s']:.2f}s "
-          f"({r['messages'] / r['write_s']:,.0f} msg/s with Python workload generation)")
-    print(f"  read back and verified (CRC + content) in {r['read_s']:.2f}s")
+    print(f"  produced {r['messages']} messages ({r['bytes']} bytes of CommitLog) in {r['write_s']:.2f}s, "
+          f"{r['messages'] / r['write_s']:,.0f} msg/s including Python workload generation")
+    print(f"  consumed all queues in {r['read_s']:.2f}s")
     for t, c in sorted(r["per_topic"].items()):  # type: ignore[union-attr]
         print(f"  {t:<14} {c:>8} messages")
-    print("  checks passed")
-    return 0
+    failed = 0
+    for name, ok in r["checks"]:  # type: ignore[union-attr]
+        print(f"  [{'ok' if ok else 'FAILED'}] {name}")
+        failed += not ok
+    print("  checks passed" if not failed else f"  {failed} checks FAILED")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
