@@ -1,0 +1,60 @@
+/*
+ * rmq_dispatch.h - ReputMessageService's per-record work (plain C99, no Python.h).
+ *
+ * For each CommitLog record that rmq_check_record accepts: the decode_batch columns, the tagsCode
+ * (Java String.hashCode of the TAGS property), dispatch flags, and the IndexService hashes of the
+ * record's keys (UNIQ_KEY first, then the KEYS tokens split on ' ', empty tokens skipped), each
+ * the Java hash of topic + "#" + key computed incrementally (no string is built).
+ *
+ * Properties (MessageDecoder.string2messageProperties) are parsed on the raw UTF-8 bytes: segments
+ * split on 0x02, a segment "NAME\x01value" counts when the value is non-empty, the last one wins.
+ * Values are decoded from UTF-8 only to be hashed, as UTF-16 code units; invalid UTF-8 is decoded
+ * as Python's bytes.decode("utf-8", "replace") does (one U+FFFD per maximal invalid subpart).
+ *
+ * Safety contract as rmq_codec.h: 0 <= pos <= limit and buf[0, limit) readable, checked by the
+ * caller; nothing outside [pos, limit) is read, whatever the bytes.
+ */
+#ifndef RMQ_DISPATCH_H
+#define RMQ_DISPATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rmq_codec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* rows of the dispatch output (int64, shape (RMQ_DISPATCH_NROWS, cap)) */
+enum { RMQ_D_TAGS_CODE, RMQ_D_FLAGS, RMQ_D_KEYS_START, RMQ_D_KEYS_COUNT, RMQ_DISPATCH_NROWS };
+
+/* RMQ_D_FLAGS bits */
+#define RMQ_DF_SCHEDULE 1 /* topic is SCHEDULE_TOPIC_XXXX: tagsCode becomes a delivery time */
+#define RMQ_DF_BAD_UTF8 2 /* topic or properties are not valid UTF-8 (hashed with U+FFFD) */
+
+/* returned instead of a status when the first record's keys exceed keys_cap; *nkeys = its key count */
+#define RMQ_DISPATCH_E_KEYS (-100)
+
+/* Java String.hashCode continued (h = hash so far) over the UTF-16 units of UTF-8 bytes s[0, n);
+ * invalid sequences count as U+FFFD each and set *bad to 1 (it is never cleared). */
+uint32_t rmq_java_hash_utf8(uint32_t h, const unsigned char *s, size_t n, int *bad);
+
+/* 1 if s[0, n) is valid UTF-8 (Python's strict decoder accepts it), else 0. */
+int rmq_utf8_valid(const unsigned char *s, size_t n);
+
+/* Walk records from pos like rmq_decode_batch (same statuses and columns; cols/disp strides in
+ * int64 elements) and fill, per record n: disp row r at disp[r * disp_rs + n * disp_cs], its key
+ * hashes at keys[i * keys_stride] for i in [*nkeys before it, *nkeys after it). Stops before a
+ * record whose keys do not fit in keys_cap (status RMQ_ST_MSG, end at its start); if that is the
+ * first record, returns RMQ_DISPATCH_E_KEYS with *nkeys = the keys it needs. */
+int rmq_dispatch_batch(const unsigned char *buf, int64_t pos, int64_t limit, int verify_crc, int64_t cap,
+                       int64_t *cols, int64_t cols_rs, int64_t cols_cs, int64_t *disp, int64_t disp_rs,
+                       int64_t disp_cs, int64_t *keys, int64_t keys_stride, int64_t keys_cap, int64_t *count,
+                       int64_t *end_pos, int64_t *nkeys);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RMQ_DISPATCH_H */

@@ -1,0 +1,209 @@
+"""Dispatch kernel (ReputMessageService's per-record work), pure-Python twin of ``rmqcore._native.dispatch``.
+
+One call walks a run of CommitLog records like ``codec.decode_batch`` and, per record, also computes
+what the ConsumeQueue and IndexFile dispatchers need (CommitLog.checkMessageAndReturnSize's
+DispatchRequest; shared/spec/rocketmq-store.md sections 1.5, 3.3, 4.2, 4.3 and 9):
+
+- ``disp[D_TAGS_CODE, i]``: Java ``String.hashCode()`` of the TAGS property, sign-extended; 0 without
+  one. For ``SCHEDULE_TOPIC_XXXX`` (flag DF_SCHEDULE) the caller replaces it with the delivery time.
+- ``disp[D_FLAGS, i]``: DF_SCHEDULE; DF_BAD_UTF8 when the topic or the properties are not valid
+  UTF-8 (their values are then hashed as ``bytes.decode("utf-8", "replace")`` reads them).
+- ``disp[D_KEYS_START, i]``, ``disp[D_KEYS_COUNT, i]``: where the record's key hashes are in
+  ``keys_out``: IndexService hashes of ``topic + "#" + key`` for UNIQ_KEY, then each non-empty token
+  of KEYS split on ``" "`` (duplicates kept: RocketMQ indexes them twice).
+
+Properties are read as MessageDecoder.string2messageProperties reads them: segments split on 0x02,
+``name 0x01 value`` with both parts non-empty, later duplicates win. The twin works on the raw
+bytes like the C kernel (the separators are ASCII, so this is the same as parsing the decoded
+string) and decodes values only to hash them.
+"""
+
+from __future__ import annotations
+
+from operator import index as _index
+from typing import Any
+
+import numpy as np
+
+from ..layout import (
+    C_POSITION,
+    C_PROPERTIES_LEN,
+    C_PROPERTIES_POS,
+    C_TOPIC_LEN,
+    C_TOPIC_POS,
+    NCOLUMNS,
+    ST_MSG,
+)
+from . import codec as _codec
+from .hashing import index_key_hash, java_string_hash
+
+__all__ = [
+    "dispatch_batch",
+    "DISPATCH_ROWS",
+    "D_TAGS_CODE",
+    "D_FLAGS",
+    "D_KEYS_START",
+    "D_KEYS_COUNT",
+    "DF_SCHEDULE",
+    "DF_BAD_UTF8",
+]
+
+# rows of ``disp`` and bits of its flags row
+DISPATCH_ROWS = 4
+D_TAGS_CODE = 0
+D_FLAGS = 1
+D_KEYS_START = 2
+D_KEYS_COUNT = 3
+DF_SCHEDULE = 1
+DF_BAD_UTF8 = 2
+
+_SCHEDULE_TOPIC = b"SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+_CHUNK = 256  # records decoded per codec.decode_batch call (bounds the scratch array)
+
+
+def _array_shape(a: Any, ndim: int, name: str) -> tuple[int, ...]:
+    """``a``'s shape if it is a writable native int64 buffer with ``ndim`` dimensions and strides
+    that are multiples of 8 bytes; ValueError otherwise."""
+    try:
+        m = memoryview(a)
+    except (TypeError, BufferError):
+        raise ValueError(f"{name} must be a writable {ndim}-D int64 array, not {type(a).__name__}") from None
+    try:
+        if (
+            m.ndim != ndim
+            or m.itemsize != 8
+            or m.format not in ("l", "q")
+            or m.readonly
+            or any(s % 8 for s in m.strides or ())
+        ):
+            raise ValueError(f"{name} must be a writable {ndim}-D int64 array")
+        return m.shape or ()
+    finally:
+        m.release()
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def _parse(props: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+    """The raw values of the last valid TAGS, KEYS and UNIQ_KEY segments (None when absent)."""
+    tags = keys = uniq = None
+    for seg in props.split(b"\x02"):
+        n = len(seg)
+        if n > 5 and seg[4] == 1:
+            if seg.startswith(b"TAGS"):
+                tags = seg[5:]
+            elif seg.startswith(b"KEYS"):
+                keys = seg[5:]
+        elif n > 9 and seg[8] == 1 and seg.startswith(b"UNIQ_KEY"):
+            uniq = seg[9:]
+    return tags, keys, uniq
+
+
+def _valid_utf8(b: bytes) -> bool:
+    if b.isascii():
+        return True
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def dispatch_batch(
+    buf: Any, pos: int, limit: int, cols: Any, disp: Any, keys_out: Any, verify_crc: bool
+) -> tuple[int, int, int, int]:
+    """Walk records from ``pos`` as ``codec.decode_batch`` does and compute their dispatch data.
+
+    ``cols``: int64 ``(NCOLUMNS, cap)``, filled exactly as decode_batch fills it. ``disp``: int64
+    ``(4, >= cap)``; per record i: ``disp[0, i]`` tagsCode (Java hashCode of TAGS, 0 without),
+    ``disp[1, i]`` flags (DF_SCHEDULE: topic is SCHEDULE_TOPIC_XXXX; DF_BAD_UTF8: topic or properties
+    are not valid UTF-8, hashed as decoded with U+FFFD replacement), ``disp[2, i]`` index in
+    ``keys_out`` of its first key hash, ``disp[3, i]`` how many. ``keys_out``: int64 1-D; the
+    IndexService hashes of ``topic#key`` for UNIQ_KEY, then each non-empty KEYS token.
+
+    Returns ``(count, end_pos, status, nkeys)``; status as decode_batch (ST_MSG also when a record's
+    keys do not fit in ``keys_out``: the walk stops before it). Raises ValueError for a bad range or
+    arrays, and when the first record's keys alone exceed ``keys_out``.
+    """
+    n = len(buf)
+    p = _index(pos)
+    lim = _index(limit)
+    if p < 0 or lim < p or lim > n:
+        raise ValueError(f"range [{pos}, {limit}) outside a buffer of {n} bytes")
+    cshape = _array_shape(cols, 2, "cols")
+    if cshape[0] != NCOLUMNS:
+        raise ValueError(f"cols must have {NCOLUMNS} rows, not {cshape[0]}")
+    dshape = _array_shape(disp, 2, "disp")
+    if dshape[0] != DISPATCH_ROWS or dshape[1] < cshape[1]:
+        raise ValueError(
+            f"disp must have {DISPATCH_ROWS} rows and at least {cshape[1]} columns, not {dshape}"
+        )
+    kshape = _array_shape(keys_out, 1, "keys_out")
+    cap = cshape[1]
+    kcap = kshape[0]
+    if cap == 0:
+        return 0, p, ST_MSG, 0
+
+    mv = memoryview(buf)
+    try:  # released on every exit: an exported mmap could not be closed while a traceback holds it
+        return _walk(buf, mv, p, lim, cap, kcap, verify_crc, cols, disp, keys_out)
+    finally:
+        mv.release()
+
+
+def _walk(
+    buf: Any, mv: memoryview, p: int, lim: int, cap: int, kcap: int, verify_crc: bool, cols: Any, disp: Any,
+    keys_out: Any,
+) -> tuple[int, int, int, int]:  # fmt: skip
+    cols_a = np.asarray(cols)
+    disp_a = np.asarray(disp)
+    keys_a = np.asarray(keys_out)
+    scratch = np.empty((NCOLUMNS, min(cap, _CHUNK)), dtype=np.int64)
+    count = nk = 0
+    status = ST_MSG
+    while count < cap:
+        m = min(cap - count, _CHUNK)
+        got, end, st = _codec.decode_batch(buf, p, lim, scratch[:, :m], verify_crc)
+        rows: list[tuple[int, int, int, int]] = []
+        hashes: list[int] = []
+        stop = -1
+        for i, rec in enumerate(scratch[:, :got].T.tolist()):
+            tp, pp = rec[C_TOPIC_POS], rec[C_PROPERTIES_POS]
+            topic_b = bytes(mv[tp : tp + rec[C_TOPIC_LEN]])
+            props_b = bytes(mv[pp : pp + rec[C_PROPERTIES_LEN]])
+            tags, keys, uniq = _parse(props_b)
+            tokens = [t for t in keys.split(b" ") if t] if keys is not None else []
+            if uniq is not None:
+                tokens.insert(0, uniq)
+            if nk + len(tokens) > kcap:
+                if count + i == 0:
+                    raise ValueError(
+                        f"keys_out too small: the record at {rec[C_POSITION]} has {len(tokens)} keys, "
+                        f"keys_out holds {kcap}"
+                    )
+                stop = i
+                break
+            flags = DF_SCHEDULE if topic_b == _SCHEDULE_TOPIC else 0
+            if not (_valid_utf8(topic_b) and _valid_utf8(props_b)):
+                flags |= DF_BAD_UTF8
+            if tokens:
+                prefix = _text(topic_b) + "#"
+                hashes += [index_key_hash(prefix + _text(t)) for t in tokens]
+            rows.append((java_string_hash(_text(tags)) if tags is not None else 0, flags, nk, len(tokens)))
+            nk += len(tokens)
+        j = len(rows)
+        if j:  # only the accepted records are written
+            cols_a[:, count : count + j] = scratch[:, :j]
+            disp_a[:, count : count + j] = np.array(rows, dtype=np.int64).T
+            if hashes:
+                keys_a[nk - len(hashes) : nk] = hashes
+            count += j
+        if stop >= 0:
+            return count, int(scratch[C_POSITION, stop]), ST_MSG, nk
+        p = end
+        status = st
+        if st != ST_MSG:
+            break
+    return count, p, status, nk
