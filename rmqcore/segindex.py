@@ -129,7 +129,7 @@ class SegmentIndex:
         csum_a = np.concatenate(([0], np.cumsum(sizes)))  # bytes of records [0, i)
         csum = csum_a.tolist()
         base_i, since0 = 0, self.bytes_since
-        oi, ti = self.offset_index, self.time_index
+        entry_at: list[int] = []
         while True:
             # since before record i = since0 + csum[i] - csum[base_i]; first i with since > interval
             target = self.interval - since0 + csum[base_i]
@@ -137,11 +137,17 @@ class SegmentIndex:
             if i >= n:
                 break
             i = max(i, base_i)
-            # record i-1 is the last one counted before the entry at i
-            oi.append(int(ordinals[i]), int(positions[i]))
-            # LogSegment updates the max timestamp with the record before deciding on an entry
-            ti.maybe_append(int(run_max[i]), int(omax[i]), skip_full_check=True)
+            entry_at.append(i)
             base_i, since0 = i, 0
+        if entry_at:
+            at = np.asarray(entry_at)
+            self.offset_index.append_many(ordinals[at], positions[at])
+            # LogSegment updates the max timestamp with the record before deciding on an entry; a
+            # time entry is written only when that maximum grew past the last one
+            tmax, omx = run_max[at], omax[at]
+            last_t = self.time_index.last_entry.timestamp if self.time_index.entries else -1
+            grow = tmax > np.maximum.accumulate(np.concatenate(([last_t], tmax[:-1])))
+            self.time_index.append_many(tmax[grow], omx[grow])
         self.bytes_since = since0 + int(csum[n] - csum[base_i])
         self.count += n
         self.max_ts = int(run_max[-1])
@@ -252,7 +258,7 @@ class SegmentIndexService:
 
     def _rebuild(self, seg: SegmentIndex, mf: Any, stop: int) -> None:
         codec = self.commitlog._codec
-        out = np.empty((L.NCOLUMNS, 8192), dtype=np.int64)
+        out = np.empty((L.NCOLUMNS, 8000), dtype=np.int64)
         pos = 0
         while pos < stop:
             n, end, _status = codec.decode_batch(mf.mm, pos, stop, out, False)

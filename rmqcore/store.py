@@ -190,9 +190,9 @@ class MessageStore:
         self._seek_cols = np.empty((L.NCOLUMNS, 64), dtype=np.int64)
         self._dispatch_lock = threading.Lock()
         self._dispatch_kernel = _impl.kernel("dispatch", self.impl)
-        self._cols = np.empty((L.NCOLUMNS, 4096), dtype=np.int64)
-        self._disp = np.empty((4, 4096), dtype=np.int64)
-        self._keys = np.empty(4096 * 8, dtype=np.int64)
+        self._cols = np.empty((L.NCOLUMNS, 4000), dtype=np.int64)  # not 4096: 4 KiB-multiple row strides thrash L1
+        self._disp = np.empty((4, 4000), dtype=np.int64)
+        self._keys = np.empty(4000 * 8, dtype=np.int64)
         self._topic_ids: dict[bytes, int] = {}
         self._last_dispatched_ts = 0
         self._topic_names: list[str] = []
@@ -494,25 +494,10 @@ class MessageStore:
         tss = cols[L.C_STORE_TIMESTAMP, :n].copy()
         tags = disp[0, :n].copy()
         flags = disp[1, :n]
-        # topic of each record -> small int (distinct topics are few)
+        # topic of each record -> small int: one vectorised comparison per distinct topic in the batch
         mm = mf.mm
-        tcache = self._topic_ids
+        ids = self._topic_ids_of(mm, cols[L.C_TOPIC_POS, :n], cols[L.C_TOPIC_LEN, :n])
         names = self._topic_names
-        ids = np.empty(n, dtype=np.int64)
-        tp = cols[L.C_TOPIC_POS, :n].tolist()
-        tl = cols[L.C_TOPIC_LEN, :n].tolist()
-        prev_key = None
-        prev_id = -1
-        for i in range(n):
-            p = tp[i]
-            k = mm[p : p + tl[i]]
-            if k != prev_key:
-                tid = tcache.get(k)
-                if tid is None:
-                    tid = tcache[k] = len(names)
-                    names.append(k.decode("utf-8", "replace"))
-                prev_key, prev_id = k, tid
-            ids[i] = prev_id
         special = np.flatnonzero(flags & 3)
         for i in special.tolist():  # delay topic (tags code = delivery time) or invalid UTF-8
             rec = self.commitlog._codec.decode_record(mm, int(positions[i]), mf.wrote_position, False)
@@ -547,6 +532,31 @@ class MessageStore:
         if self.segindex is not None:
             self.segindex.add(base, positions, sizes, tss)
         self._last_dispatched_ts = max(self._last_dispatched_ts, int(tss.max()))
+
+    def _topic_ids_of(self, mm: Any, tp: np.ndarray, tl: np.ndarray) -> np.ndarray:
+        n = len(tp)
+        ids = np.full(n, -1, dtype=np.int64)
+        data = np.frombuffer(mm, dtype=np.uint8)
+        try:
+            todo = np.arange(n)
+            while len(todo):
+                i = int(todo[0])
+                p, ln = int(tp[i]), int(tl[i])
+                key = bytes(mm[p : p + ln])
+                tid = self._topic_ids.get(key)
+                if tid is None:
+                    tid = self._topic_ids[key] = len(self._topic_names)
+                    self._topic_names.append(key.decode("utf-8", "replace"))
+                cand = todo[tl[todo] == ln]
+                if ln:
+                    pivot = np.frombuffer(key, dtype=np.uint8)
+                    match = (data[tp[cand][:, None] + np.arange(ln)] == pivot).all(axis=1)
+                    cand = cand[match]
+                ids[cand] = tid
+                todo = todo[ids[todo] < 0]
+        finally:
+            del data
+        return ids
 
     def _reput_loop(self) -> None:
         while not self._stop.is_set():

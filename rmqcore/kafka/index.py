@@ -438,6 +438,36 @@ class OffsetIndex(AbstractIndex):
             self._entries += 1
             self._last_offset = offset
 
+    def append_many(self, offsets: Any, positions: Any) -> None:
+        """``append`` for many entries at once (increasing offsets), validated once, written in bulk.
+
+        Raises:
+            SegmentFullError, InvalidOffsetError, OffsetOutOfRangeError: as ``append``.
+        """
+        import numpy as np
+
+        offs = np.asarray(offsets, dtype=np.int64)
+        pos = np.asarray(positions, dtype=np.int64)
+        n = len(offs)
+        if n == 0:
+            return
+        with self._lock:
+            self._require_writable()
+            if self._entries + n > self._max_entries:
+                raise SegmentFullError(f"Attempt to append to a full index (size = {self._entries}).")
+            if (self._entries and offs[0] <= self._last_offset) or (n > 1 and (np.diff(offs) <= 0).any()):
+                raise InvalidOffsetError(f"offsets must increase past {self._last_offset} in {self.path}")
+            rel = offs - self.base_offset
+            if rel.min() < 0 or rel.max() > _INT32_MAX or pos.min() < 0 or pos.max() > _INT32_MAX:
+                raise OffsetOutOfRangeError(f"entries not relative-able to base {self.base_offset} ({self.path})")
+            out = np.empty((n, 2), dtype=">i4")
+            out[:, 0] = rel
+            out[:, 1] = pos
+            start = self._entries * 8
+            self._buf()[start : start + n * 8] = out.tobytes()
+            self._entries += n
+            self._last_offset = int(offs[-1])
+
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= ``offset``."""
         with self._lock:
@@ -581,6 +611,35 @@ class TimeIndex(AbstractIndex):
             self._entries += 1
             self._last_entry = TimestampOffset(timestamp, offset)
             return True
+
+    def append_many(self, timestamps: Any, offsets: Any) -> None:
+        """Bulk ``maybe_append`` of entries whose timestamps strictly increase past the last entry's
+        (callers pass only growing maxima); validated once, written at once."""
+        import numpy as np
+
+        ts = np.asarray(timestamps, dtype=np.int64)
+        offs = np.asarray(offsets, dtype=np.int64)
+        n = len(ts)
+        if n == 0:
+            return
+        with self._lock:
+            self._require_writable()
+            last = self._last_entry
+            if self._entries + n > self._max_entries:
+                raise SegmentFullError(f"No slot left in time index {self.path} (size = {self._entries}).")
+            if (self._entries and (ts[0] <= last.timestamp or offs[0] < last.offset)) or (
+                    n > 1 and ((np.diff(ts) <= 0).any() or (np.diff(offs) < 0).any())):
+                raise InvalidOffsetError(f"time index entries must grow past {last} in {self.path}")
+            rel = offs - self.base_offset
+            if rel.min() < 0 or rel.max() > _INT32_MAX:
+                raise OffsetOutOfRangeError(f"entries not relative-able to base {self.base_offset} ({self.path})")
+            out = np.zeros(n, dtype=[("t", ">i8"), ("o", ">i4")])
+            out["t"] = ts
+            out["o"] = rel
+            start = self._entries * 12
+            self._buf()[start : start + n * 12] = out.tobytes()
+            self._entries += n
+            self._last_entry = TimestampOffset(int(ts[-1]), int(offs[-1]))
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= ``offset`` (searched on the offset field)."""
