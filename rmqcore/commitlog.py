@@ -467,6 +467,12 @@ class CommitLog:
         return RecordBatch(data, cols, mf.file_from_offset + pos, next_offset)
 
     # -- maintenance ------------------------------------------------------------------------------
+    @property
+    def flushed_offset(self) -> int:
+        """Everything below this global offset is durable."""
+        last = self.queue.last()
+        return last.file_from_offset + last.flushed_position if last else 0
+
     def flush(self) -> int:
         """Make every appended byte durable; returns the flushed offset."""
         self._check_open()

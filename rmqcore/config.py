@@ -38,6 +38,11 @@ class StoreConfig:
     max_msgs_num_batch: int = 64  # maxMsgsNumBatch (query by key)
     check_crc_on_recover: bool = True  # checkCRCOnRecover
     warm_mapped_file: bool = False  # warmMappedFileEnable: pre-fault the next CommitLog file
+    flush_disk_type: str = "ASYNC_FLUSH"  # flushDiskType: ASYNC_FLUSH or SYNC_FLUSH (group commit)
+    flush_interval_ms: int = 500  # flushIntervalCommitLog
+    flush_least_pages: int = 4  # flushCommitLogLeastPages
+    flush_thorough_interval_ms: int = 10_000  # flushCommitLogThoroughInterval
+    sync_flush_timeout_ms: int = 5000  # syncFlushTimeout
     dispatch: str = "inline"  # "inline" (put returns after dispatch) or "background" (reput thread)
     max_transfer_bytes_in_memory: int = 256 * 1024  # maxTransferBytesOnMessageInMemory
     max_transfer_count_in_memory: int = 32  # maxTransferCountOnMessageInMemory
@@ -53,6 +58,8 @@ class StoreConfig:
             raise ConfigError(f"cq_file_size must be a positive multiple of 20, not {self.cq_file_size}")
         if self.index_slots <= 0 or self.index_entries <= 1:
             raise ConfigError("index_slots must be > 0 and index_entries > 1")
+        if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+            raise ConfigError(f"flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")
         if self.dispatch not in ("inline", "background"):
             raise ConfigError(f"dispatch must be 'inline' or 'background', not {self.dispatch!r}")
 

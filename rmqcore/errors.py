@@ -22,6 +22,7 @@ __all__ = [
     "TruncatedRecordError",
     "RecordSizeError",
     "IndexCorruptError",
+    "FlushDiskTimeoutError",
     "SegmentFullError",
     "RecoveryError",
     "MissingCodecError",
@@ -125,6 +126,18 @@ class RecordSizeError(CorruptionError):
 
 class IndexCorruptError(CorruptionError):
     """A consume queue, index file, offset index or time index failed its sanity check."""
+
+
+class FlushDiskTimeoutError(RmqError):
+    """SYNC flush: the message was stored but not confirmed durable in time (FLUSH_DISK_TIMEOUT).
+
+    Attributes:
+        result: the AppendResult of the stored message.
+    """
+
+    def __init__(self, detail: str, result: object = None) -> None:
+        super().__init__(detail)
+        self.result = result
 
 
 class SegmentFullError(RmqError):

@@ -22,7 +22,7 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,20 +31,22 @@ import numpy as np
 
 from . import _impl
 from . import layout as L
-from .commitlog import AppendResult, BatchAppendResult, CommitLog
 from .checkpoint import StoreCheckpoint
+from .commitlog import AppendResult, BatchAppendResult, CommitLog
 from .config import StoreConfig, detect_file_size, load_geometry, save_geometry
 from .configfiles import dumps_fastjson, load_with_bak, persist
 from .consumequeue import BOUNDARY_LOWER, BOUNDARY_NEAREST, BOUNDARY_UPPER, ConsumeQueue
 from .errors import (
     ConfigError,
     CorruptionError,
+    FlushDiskTimeoutError,
     InvalidMessageError,
     OffsetOutOfRangeError,
     StoreClosedError,
     StoreLockedError,
 )
-from .message import MessageExt, compute_tags_code, decode_message_id
+from .flush import AsyncFlushService, GroupCommitService
+from .message import MessageExt, compute_tags_code, decode_message_id, validate_topic
 
 __all__ = [
     "MessageStore", "GetResult", "GetStatus", "StoreConfig", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST",
@@ -204,8 +206,19 @@ class MessageStore:
         self._recover()
         if not self.read_only and fresh:
             save_geometry(self.store_dir, cfg)
+        self._group_commit: GroupCommitService | None = None
+        self._async_flush: AsyncFlushService | None = None
         if not self.read_only:
-            self.put = self.commitlog.put  # type: ignore[method-assign]  # the native hot path
+            cl = self.commitlog
+            if cfg.flush_disk_type == "SYNC_FLUSH":
+                self._group_commit = GroupCommitService(
+                    lambda: cl.flushed_offset, cl.flush, cfg.sync_flush_timeout_ms)
+                self.put = self._put_sync  # type: ignore[method-assign]
+            else:
+                self._async_flush = AsyncFlushService(
+                    lambda: cl.flushed_offset, lambda: cl.max_offset, cl.flush, cfg.flush_interval_ms,
+                    cfg.flush_least_pages, cfg.flush_thorough_interval_ms)
+                self.put = cl.put  # type: ignore[method-assign]  # the native hot path, one C call
         self._stop = threading.Event()
         self._reput_thread: threading.Thread | None = None
         if cfg.dispatch == "background" and not self.read_only:
@@ -268,6 +281,7 @@ class MessageStore:
         else:
             start_index = self._abnormal_start_file()
             end, _stop = cl.scan_end(start_index)
+            end = self._drop_torn_last_record(end)
             cl.set_end(end)
             redispatch_from = cl.queue.files[start_index].file_from_offset if cl.queue.files else 0
             if self.index is not None and self.index.index_files:
@@ -329,6 +343,30 @@ class MessageStore:
             if ts and ts <= limit:
                 return i
         return 0
+
+    def _drop_torn_last_record(self, end: int) -> int:
+        """A crash during a write leaves the record's tail zeroed. The body CRC and the length
+        fields catch most of that; a zeroed tail of the topic or properties text passes them. So the
+        last record before ``end`` must also have a valid topic and, in flavour-5 stores rmqcore
+        created, properties ending with ``\x02`` (5.x writers always end them so). Returns the end
+        of the valid data."""
+        start = self._last_record_start(end)
+        if end <= 0 or start >= end:
+            return end
+        try:
+            m = self.commitlog.read(start, verify_crc=True) if start < self.commitlog.max_offset else None
+        except (CorruptionError, OffsetOutOfRangeError):
+            return start
+        if m is None or m.position + m.size != end:
+            return end
+        try:
+            validate_topic(m.topic_bytes.decode("ascii"))
+        except (UnicodeDecodeError, InvalidMessageError):
+            return start
+        saved = load_geometry(self.store_dir)
+        if saved and saved.get("flavour") == 5 and m.properties_bytes and not m.properties_bytes.endswith(b"\x02"):
+            return start
+        return end
 
     def _last_record_start(self, end: int) -> int:
         cl = self.commitlog
@@ -424,10 +462,24 @@ class MessageStore:
         self._check_writable()
         return self.commitlog.put(topic, body, queue_id, **kwargs)
 
+    def _put_sync(self, topic: str, body: bytes, queue_id: int = 0, **kwargs: Any) -> AppendResult:
+        r = self.commitlog.put(topic, body, queue_id, **kwargs)
+        assert self._group_commit is not None
+        if not self._group_commit.wait_durable(r.physical_offset + r.size):
+            raise FlushDiskTimeoutError(
+                f"stored at {r.physical_offset} but not durable within {self.config.sync_flush_timeout_ms} ms "
+                "(FLUSH_DISK_TIMEOUT)", r)
+        return r
+
     def put_batch(self, topic: str, bodies: Sequence[bytes], queue_id: int = 0, **kwargs: Any) -> BatchAppendResult:
-        """Append a batch (see CommitLog.put_batch) and dispatch it (inline mode)."""
+        """Append a batch (see CommitLog.put_batch); with SYNC_FLUSH it returns once durable."""
         self._check_writable()
-        return self.commitlog.put_batch(topic, bodies, queue_id, **kwargs)
+        r = self.commitlog.put_batch(topic, bodies, queue_id, **kwargs)
+        if self._group_commit is not None and not self._group_commit.wait_durable(r.physical_offset + r.size):
+            raise FlushDiskTimeoutError(
+                f"batch stored at {r.physical_offset} but not durable within {self.config.sync_flush_timeout_ms} ms "
+                "(FLUSH_DISK_TIMEOUT)", r)
+        return r
 
     # -- dispatch (ReputMessageService) -----------------------------------------------------------------
     @property
@@ -865,6 +917,9 @@ class MessageStore:
         if self._reput_thread is not None:
             self._stop.set()
             self._reput_thread.join()
+        for svc in (self._group_commit, self._async_flush):
+            if svc is not None:
+                svc.stop()
         try:
             if not self.read_only:
                 self.dispatch()

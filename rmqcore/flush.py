@@ -1,0 +1,118 @@
+"""Flush policies of the CommitLog (CommitLog.FlushRealTimeService / GroupCommitService).
+
+ASYNC (RocketMQ's default): a thread wakes every ``flush_interval_ms`` (500) and flushes when at
+least ``flush_least_pages`` (4) dirty 4 KiB pages are waiting, or everything every
+``flush_thorough_interval_ms`` (10 s). A put returns once its bytes are in the page cache: a
+process crash loses nothing, an OS crash or power loss may lose the last interval.
+
+SYNC (group commit): a put returns only once its bytes are durable. Puts that arrive while a flush
+is running share the next one (one ``fdatasync`` for all of them). A put not durable within
+``sync_flush_timeout_ms`` (5 s) raises ``FlushDiskTimeoutError`` (RocketMQ's FLUSH_DISK_TIMEOUT):
+the message is stored, only its durability is not confirmed.
+
+Flushing calls ``os.fdatasync`` which releases the GIL, so writers keep running meanwhile.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["AsyncFlushService", "GroupCommitService"]
+
+PAGE = 4096
+
+
+class AsyncFlushService:
+    """FlushRealTimeService: periodic flushing in a daemon thread."""
+
+    def __init__(self, flushed: Callable[[], int], written: Callable[[], int], flush: Callable[[], object],
+                 interval_ms: int = 500, least_pages: int = 4, thorough_interval_ms: int = 10_000) -> None:
+        self._flushed, self._written, self._flush = flushed, written, flush
+        self.interval = interval_ms / 1000
+        self.least_pages = least_pages
+        self.thorough = thorough_interval_ms / 1000
+        self._stop = threading.Event()
+        self._last_thorough = time.monotonic()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="rmqcore-flush", daemon=True)
+        self._thread.start()
+
+    def _due(self) -> bool:
+        if time.monotonic() - self._last_thorough >= self.thorough:
+            self._last_thorough = time.monotonic()
+            return self._written() > self._flushed()
+        return self._written() // PAGE - self._flushed() // PAGE >= self.least_pages
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                if self._due():
+                    self._flush()
+            except BaseException as e:  # kept and raised by stop(); never swallowed silently
+                self.error = e
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+class GroupCommitService:
+    """GroupCommitService: ``wait_durable(offset)`` returns once everything below ``offset`` is flushed."""
+
+    def __init__(self, flushed: Callable[[], int], flush: Callable[[], int], timeout_ms: int = 5000) -> None:
+        self._flushed_fn = flushed
+        self._flush = flush
+        self.timeout = timeout_ms / 1000
+        self._cond = threading.Condition()
+        self._wanted = 0
+        self._durable = flushed()
+        self._stop = False
+        self.flushes = 0  # how many fdatasyncs served the requests (group commit makes this << puts)
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="rmqcore-group-commit", daemon=True)
+        self._thread.start()
+
+    def wait_durable(self, offset: int) -> bool:
+        """Block until bytes below ``offset`` are durable; False on timeout."""
+        deadline = time.monotonic() + self.timeout
+        with self._cond:
+            if offset > self._wanted:
+                self._wanted = offset
+                self._cond.notify_all()
+            while self._durable < offset:
+                if self.error is not None:
+                    raise self.error
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stop:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._wanted <= self._durable and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+            try:
+                done = self._flush()  # outside the lock: new requests queue up for the next flush
+                self.flushes += 1
+            except BaseException as e:  # surfaced to every waiter
+                with self._cond:
+                    self.error = e
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._durable = max(self._durable, done)
+                self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join()
