@@ -221,6 +221,68 @@ def _cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Progress:
+    """A progress bar on stderr for long runs (only when stderr is a terminal or --progress)."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.label = label
+        self.enabled = enabled
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.enabled and total:
+            pct = 100 * done // total
+            bar = "#" * (pct // 4)
+            sys.stderr.write(f"\r{self.label} [{bar:<25}] {pct:3d}% ({done:,}/{total:,} bytes)")
+            if done >= total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from .verify import verify_store
+
+    store = Path(args.store_dir)
+    if not (store / "commitlog").is_dir():
+        raise _Usage(f"{store} has no commitlog/ directory (is it a store root?)")
+    geometry = _geometry(args)
+    if "index_slots" not in geometry and "index_entries" not in geometry:
+        geometry.update(_index_geometry(store / "index"))
+    rep = verify_store(store, progress=_Progress("verify", args.progress or sys.stderr.isatty()), **geometry)
+    if args.json:
+        _emit(rep.as_dict())
+    else:
+        print(f"{store}: {rep.messages} messages, {rep.blanks} BLANKs, {rep.consume_queue_units} consume-queue "
+              f"units, {rep.index_files} index files")
+        for p in rep.problems:
+            print(f"  PROBLEM {p.kind}: {p.path} offset {p.offset}: {p.detail}")
+        print("  ok" if rep.ok else f"  {len(rep.problems)} problems (`rmqcore recover` repairs a torn tail)")
+    return 0 if rep.ok else 1
+
+
+def _cmd_recover(args: argparse.Namespace) -> int:
+    from .store import MessageStore
+
+    store = Path(args.store_dir)
+    if not (store / "commitlog").is_dir():
+        raise _Usage(f"{store} has no commitlog/ directory (is it a store root?)")
+    geometry = _geometry(args)
+    if "index_slots" not in geometry and "index_entries" not in geometry:
+        geometry.update(_index_geometry(store / "index"))
+    before = (store / "abort").exists()
+    with MessageStore(store, flavour=args.flavour, **geometry) as s:
+        out = {"store": str(store), "abnormal": before, "min_offset": s.commitlog.min_offset,
+               "max_offset": s.commitlog.max_offset,
+               "queues": len(s.consume_queues), "index_files": len(s.index.index_files) if s.index else 0}
+    out["clean"] = not (store / "abort").exists()
+    if args.json:
+        _emit(out)
+    else:
+        kind = "abnormal (crash)" if before else "normal"
+        print(f"{store}: {kind} recovery; CommitLog [{out['min_offset']}, {out['max_offset']}), "
+              f"{out['queues']} consume queues, {out['index_files']} index files; closed cleanly")
+    return 0
+
+
 def _cmd_offset_by_time(args: argparse.Namespace) -> int:
     with _open_store(args) as s:
         print(s.offset_by_time(args.topic, args.queue, args.time, args.boundary))
@@ -278,6 +340,21 @@ def build_parser() -> argparse.ArgumentParser:
     get.add_argument("--json", action="store_true")
     _add_geometry(get)
     get.set_defaults(func=_cmd_get)
+
+    ver = sub.add_parser("verify", help="report every problem of a store; changes nothing")
+    ver.add_argument("store_dir")
+    ver.add_argument("--json", action="store_true", help="one JSON report")
+    ver.add_argument("--progress", action="store_true", help="progress bar even when not on a terminal")
+    _add_geometry(ver)
+    ver.set_defaults(func=_cmd_verify)
+
+    rec = sub.add_parser("recover", help="recover a store in place as opening it would, then close it cleanly")
+    rec.add_argument("store_dir")
+    rec.add_argument("--flavour", type=int, choices=(4, 5), default=5,
+                     help="RocketMQ bytes for files recovery writes (checkpoint, abort): 4 or 5")
+    rec.add_argument("--json", action="store_true")
+    _add_geometry(rec)
+    rec.set_defaults(func=_cmd_recover)
 
     obt = sub.add_parser("offset-by-time", help="the queue offset for a store time (getOffsetInQueueByTime)")
     obt.add_argument("store_dir")

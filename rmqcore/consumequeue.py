@@ -39,6 +39,12 @@ BOUNDARY_NEAREST = "nearest"  # RocketMQ 4.x getOffsetInQueueByTime(ts): the clo
 _UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 
 
+def _units(mf: MappedFile, count: int, pos: int = 0) -> np.ndarray:
+    """``count`` units of a file from byte ``pos``, copied out of the map (no view into the map
+    outlives the call, so the file can always be closed)."""
+    return np.frombuffer(mf.mm[pos : pos + count * UNIT], dtype=_UNIT_DTYPE)
+
+
 class ConsumeQueue:
     """One consume queue (a topic and queue id)."""
 
@@ -71,7 +77,7 @@ class ConsumeQueue:
         max_phys = -1
         while True:
             mf = files[i]
-            units = np.frombuffer(mf.mm, dtype=_UNIT_DTYPE)
+            units = _units(mf, mf.file_size // UNIT)
             bad = np.flatnonzero((units["offset"] < 0) | (units["size"] <= 0))
             n = int(bad[0]) if len(bad) else len(units)
             if n:
@@ -127,7 +133,7 @@ class ConsumeQueue:
             return np.empty(0, dtype=_UNIT_DTYPE)
         mf, pos = loc
         n = min(max_units, (mf.wrote_position - pos) // UNIT)
-        return np.frombuffer(mf.mm, dtype=_UNIT_DTYPE, count=n, offset=pos).copy()
+        return _units(mf, n, pos)
 
     def first_at_or_after(self, physical_offset: int) -> int:
         """The first queue offset (>= min offset) whose unit's record starts at or after
@@ -152,8 +158,8 @@ class ConsumeQueue:
         return self.max_offset
 
     def all_units(self) -> np.ndarray:
-        parts = [np.frombuffer(mf.mm, dtype=_UNIT_DTYPE, count=mf.wrote_position // UNIT) for mf in self.queue.files]
-        return np.concatenate(parts).copy() if parts else np.empty(0, dtype=_UNIT_DTYPE)
+        parts = [_units(mf, mf.wrote_position // UNIT) for mf in self.queue.files]
+        return np.concatenate(parts) if parts else np.empty(0, dtype=_UNIT_DTYPE)
 
     # -- writing (dispatch) -------------------------------------------------------------------------
     def put(self, physical_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
@@ -239,7 +245,7 @@ class ConsumeQueue:
             self.min_logic_offset = self.queue.max_offset()
             return
         first = files[0]
-        units = np.frombuffer(first.mm, dtype=_UNIT_DTYPE, count=first.wrote_position // UNIT)
+        units = _units(first, first.wrote_position // UNIT)
         ok = np.flatnonzero((units["offset"] >= commitlog_min) & (units["size"] > 0) & ~(
             (units["offset"] == 0) & (units["size"] == 0x7FFFFFFF)))
         if len(ok):
@@ -250,15 +256,20 @@ class ConsumeQueue:
     def truncate_dirty(self, physical_offset: int) -> None:
         """truncateDirtyLogicFiles: drop units whose record starts at or after ``physical_offset``."""
         q = self.queue
-        while q.files:
-            mf = q.files[-1]
-            units = np.frombuffer(mf.mm, dtype=_UNIT_DTYPE, count=mf.wrote_position // UNIT)
+        files = list(q.files)
+        while files:
+            mf = files[-1]
+            units = _units(mf, mf.wrote_position // UNIT)
             if len(units) == 0 or (units[0]["offset"] >= physical_offset and not (
                     units[0]["offset"] == 0 and units[0]["size"] == 0x7FFFFFFF)):
-                if len(q.files) == 1 and len(units) == 0:
+                if len(files) == 1 and len(units) == 0:
                     break
-                q.files.pop()
-                mf.destroy()
+                files.pop()
+                q.files.remove(mf)
+                if self.read_only:
+                    mf.close()  # dropped from view; the file stays on disk
+                else:
+                    mf.destroy()
                 self.max_physic_offset = -1
                 continue
             keep = np.flatnonzero((units["offset"] < 0) | (units["size"] <= 0) | (units["offset"] >= physical_offset))
@@ -270,7 +281,7 @@ class ConsumeQueue:
             if n:
                 self.max_physic_offset = int(units[n - 1]["offset"]) + int(units[n - 1]["size"])
             break
-        if not q.files:
+        if not files:
             self.min_logic_offset = 0
 
     def delete_expired(self, commitlog_min: int) -> int:

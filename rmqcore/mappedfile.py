@@ -122,6 +122,9 @@ class MappedFile:
         return self._closed
 
     def destroy(self) -> None:
+        """Close and delete the file. Refused for a read-only map: read-only opens change nothing."""
+        if self.read_only:
+            raise ConfigError(f"{self.path} is open read-only; it cannot be deleted")
         self.close()
         os.unlink(self.path)
 
@@ -273,6 +276,16 @@ class MappedFileQueue:
     def truncate_dirty(self, offset: int) -> None:
         """MappedFileQueue.truncateDirtyFiles: files entirely after ``offset`` are deleted; the file
         holding it gets its positions set to ``offset`` (bytes after it are not zeroed)."""
+        if self.read_only:  # nothing on disk changes: later files are only dropped from view
+            keep_ro = []
+            for mf in self.files:
+                if mf.file_from_offset > offset or (mf.file_from_offset == offset and keep_ro):
+                    mf.close()
+                    continue
+                mf.wrote_position = mf.flushed_position = min(max(offset - mf.file_from_offset, 0), mf.file_size)
+                keep_ro.append(mf)
+            self.files = keep_ro
+            return
         keep: list[MappedFile] = []
         for mf in self.files:
             if mf.file_end_offset > offset:

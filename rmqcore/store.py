@@ -86,8 +86,9 @@ class GetResult:
 
     @property
     def messages(self) -> list[MessageExt]:
-        """The messages, decoded (each read from the CommitLog on access)."""
-        return [self._store.commitlog.read(o) for o in self.physical_offsets]
+        """The messages, decoded (each read from the CommitLog on access, body CRC verified: a corrupt
+        record raises ChecksumError with its path and offset instead of being served)."""
+        return [self._store.commitlog.read(o, verify_crc=True) for o in self.physical_offsets]
 
     def raw(self) -> list[bytes]:
         """Each message's record bytes, as a broker would send them to a client."""
@@ -729,8 +730,8 @@ class MessageStore:
         out = []
         for off in offsets:
             try:
-                m = self.commitlog.read(off)
-            except (OffsetOutOfRangeError, CorruptionError):
+                m = self.commitlog.read(off, verify_crc=True)
+            except OffsetOutOfRangeError:
                 continue
             if raw or (m.topic == topic and (m.uniq_key == key or key in m.keys)):
                 out.append(m)
@@ -748,7 +749,7 @@ class MessageStore:
         """The message with this offset message id (store host + physical offset)."""
         self._check_open()
         host, off = decode_message_id(msg_id)
-        m = self.commitlog.read(off)
+        m = self.commitlog.read(off, verify_crc=True)
         if m.store_host != host:
             raise OffsetOutOfRangeError(f"message id {msg_id} names store host {host}, the record says {m.store_host}")
         return m

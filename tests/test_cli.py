@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import VERSIONS
+from tests.conftest import VERSIONS, copy_store
 from tests.rocketmq import manifest as M
 
 
@@ -141,3 +141,38 @@ def test_dump_index_and_query(rmq_fixtures: Path, version: str) -> None:
     assert [m for m in raw if "Aa" in m["keys"] or m["uniq_key"] == "Aa"] == exact
     p = run_cli("dump", "index", str(store))
     assert p.returncode == 2 and "--index-slots" in p.stderr
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_verify_reports_problems_and_changes_nothing(rmq_fixtures: Path, tmp_path: Path) -> None:
+    good = rmq_fixtures / "5.3.3" / "storeA"
+    p = run_cli("verify", str(good), "--json", *IDX)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = json.loads(p.stdout)
+    assert rep["ok"] and rep["messages"] == 2000 and rep["blanks"] == 20 and rep["index_files"] == 5
+    torn = copy_store(rmq_fixtures / "4.9.8" / "storeB2", tmp_path / "b2")
+    before = _tree(torn)
+    p = run_cli("verify", str(torn), "--json", *IDX)
+    assert p.returncode == 1
+    rep = json.loads(p.stdout)
+    kinds = {(x["kind"], x["offset"]) for x in rep["problems"]}
+    assert ("commitlog", 1652883) in kinds and any(k == "unclean-shutdown" for k, _ in kinds)
+    assert _tree(torn) == before  # nothing changed
+    p = run_cli("verify", str(torn), *IDX)
+    assert p.returncode == 1 and "PROBLEM commitlog" in p.stdout and "1652883" in p.stdout
+
+
+def test_recover_repairs_in_place_then_verify_is_clean(rmq_fixtures: Path, tmp_path: Path) -> None:
+    torn = copy_store(rmq_fixtures / "4.9.8" / "storeB2", tmp_path / "b2")
+    p = run_cli("recover", str(torn), "--flavour", "4", "--json", *IDX)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["abnormal"] and out["clean"] and out["max_offset"] == 1652883
+    assert not (torn / "abort").exists()
+    p = run_cli("verify", str(torn), "--json", *IDX)
+    assert p.returncode == 0, p.stdout
+    p = run_cli("recover", str(tmp_path / "nothing"))
+    assert p.returncode == 2

@@ -130,3 +130,19 @@ def test_lookup_by_msg_id_and_earliest_time(tmp_path: Path, impl) -> None:
         assert s.earliest_message_time() == 1_700_000_000_000
         assert s.earliest_message_time("T", 1) == 1_700_000_000_010
         assert s.get_by_msg_id(r1.msg_id.lower()).body == b"first"
+
+
+def test_read_only_open_never_changes_a_file_even_when_recovery_would_cut(tmp_path: Path, impl) -> None:
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        rs = [s.put("T", b"x" * 50, 0) for _ in range(20)]
+    f = tmp_path / "commitlog" / "00000000000000000000"
+    b = bytearray(f.read_bytes())
+    b[rs[3].physical_offset + 100] ^= 0xFF  # a body byte of record 3: CRC-checked recovery cuts there
+    f.write_bytes(bytes(b))
+    (tmp_path / "abort").write_bytes(b"")
+    before = {str(p): p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    with MessageStore(tmp_path, read_only=True, impl=impl.name) as ro:
+        assert ro.commitlog.max_offset == rs[3].physical_offset
+        assert ro.max_offset("T", 0) == 3
+    after = {str(p): p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    assert before == after

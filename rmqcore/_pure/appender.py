@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidMessageError, MessageTooLargeError, StoreClosedError
-from ..layout import BLANK_SIZE, MAX_TOPIC_LEN_V1, TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
+from ..layout import (
+    BLANK_SIZE,
+    MAX_TOPIC_LEN_V1,
+    TRANSACTION_MASK,
+    TRANSACTION_PREPARED,
+    TRANSACTION_ROLLBACK,
+)
 from ..message import create_message_id
 from . import codec
 
