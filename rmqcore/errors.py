@@ -22,6 +22,7 @@ __all__ = [
     "TruncatedRecordError",
     "RecordSizeError",
     "IndexCorruptError",
+    "DiskFullError",
     "FlushDiskTimeoutError",
     "SegmentFullError",
     "RecoveryError",
@@ -126,6 +127,11 @@ class RecordSizeError(CorruptionError):
 
 class IndexCorruptError(CorruptionError):
     """A consume queue, index file, offset index or time index failed its sanity check."""
+
+
+class DiskFullError(RmqError, OSError):
+    """No disk space for a new file (or the disk is past the full threshold): nothing was written;
+    the store stays consistent and accepts writes again once space returns."""
 
 
 class FlushDiskTimeoutError(RmqError):

@@ -17,14 +17,16 @@ zero-copy view is exported, so a map is never unmapped under a reader.
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import fileops
 from . import layout as L
-from .errors import ConfigError, OffsetOutOfRangeError, StoreClosedError
+from .errors import ConfigError, DiskFullError, OffsetOutOfRangeError, RmqError, StoreClosedError
 
 __all__ = ["MappedFile", "MappedFileQueue"]
 
@@ -48,13 +50,12 @@ class MappedFile:
         self.file_from_offset = file_from_offset
         self.file_size = file_size
         self.read_only = read_only
-        flags = os.O_RDONLY if read_only else os.O_RDWR
         if create:
-            flags |= os.O_CREAT | os.O_EXCL
-        fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fd = fileops.current().create(self.path, file_size)  # allocated, not sparse (see fileops)
+        else:
+            flags = os.O_RDONLY if read_only else os.O_RDWR
+            fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
-            if create:
-                os.ftruncate(fd, file_size)
             size = os.fstat(fd).st_size
             if size != file_size:
                 raise ConfigError(
@@ -106,7 +107,7 @@ class MappedFile:
             raise StoreClosedError(f"{self.path} is closed")
         wrote = self.wrote_position  # read first: bytes written during the sync stay unflushed
         if self.flushed_position < wrote and not self.read_only:
-            os.fdatasync(self.fd)
+            fileops.current().fdatasync(self.fd, self)
             self.flushed_position = max(self.flushed_position, wrote)
         return self.flushed_position
 
@@ -218,10 +219,13 @@ class MappedFileQueue:
         if path.exists() and path.stat().st_size == 0:
             path.unlink()
         if path.exists():
-            mf = MappedFile(path, start, self.file_size)
-        else:
-            mf = MappedFile(path, start, self.file_size, create=True)
-        return mf
+            return MappedFile(path, start, self.file_size)
+        try:
+            return MappedFile(path, start, self.file_size, create=True)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError(f"no space for {path} ({self.file_size} bytes): {e.strerror}") from None
+            raise
 
     def last_for_write(self, start_if_empty: int = 0) -> MappedFile:
         """The file to append to, creating the next one when the last is full (or none exists)."""
@@ -254,7 +258,10 @@ class MappedFileQueue:
         start = last.file_end_offset
 
         def work() -> None:
-            mf = self._create(start)
+            try:
+                mf = self._create(start)
+            except (OSError, RmqError):
+                return  # the writer creates the file itself when it needs it, and reports the error
             if prefault:
                 mf.prefault()
             self._prepared = mf

@@ -1,0 +1,66 @@
+"""The few file operations the store's durability depends on, behind one injectable object.
+
+Tests replace ``FILEOPS`` (``use(...)``) to inject faults: a full disk at file creation, or a
+"power loss" that keeps only what was flushed. Production code calls these and nothing else for
+creating segment files and making them durable.
+
+Files are *allocated* at creation (``posix_fallocate``), not left sparse: with writes through a
+map, a full disk would otherwise surface as SIGBUS on the first touch of an unallocated page and
+kill the process. Allocation moves that failure to file creation, where it is a clear ``OSError``
+(ENOSPC) the store turns into ``DiskFullError`` before anything is written.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from contextlib import contextmanager
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["FileOps", "FILEOPS", "use", "current"]
+
+
+class FileOps:
+    """Default: real system calls."""
+
+    def create(self, path: str, size: int) -> int:
+        """Create ``path`` with ``size`` allocated bytes; returns an open read-write fd."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            os.ftruncate(fd, size)
+            if hasattr(os, "posix_fallocate"):
+                try:
+                    os.posix_fallocate(fd, 0, size)
+                except OSError as e:
+                    if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOTSUP", -1)):
+                        raise
+        except BaseException:
+            os.close(fd)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            raise
+        return fd
+
+    def fdatasync(self, fd: int, mapped: Any) -> None:
+        """Make the file's written data durable (also pages dirtied through its map)."""
+        os.fdatasync(fd)
+
+
+FILEOPS: FileOps = FileOps()
+
+
+def current() -> FileOps:
+    return FILEOPS
+
+
+@contextmanager
+def use(ops: FileOps) -> Iterator[FileOps]:
+    """Inject ``ops`` for the duration of the block (tests)."""
+    global FILEOPS
+    old, FILEOPS = FILEOPS, ops
+    try:
+        yield ops
+    finally:
+        FILEOPS = old

@@ -1,0 +1,117 @@
+"""Disk faults through the injectable file layer (rmqcore.fileops): a full disk when a new file is
+needed, and a power loss that keeps only what was flushed."""
+from __future__ import annotations
+
+import errno
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rmqcore import fileops
+from rmqcore.errors import DiskFullError
+from rmqcore.message import MessageExt
+from rmqcore.store import MessageStore
+
+GEOM = dict(commitlog_file_size=8192, cq_file_size=400, index_slots=17, index_entries=100)
+
+
+class FullDisk(fileops.FileOps):
+    def __init__(self) -> None:
+        self.full = False
+
+    def create(self, path: str, size: int) -> int:
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        return super().create(path, size)
+
+
+@pytest.mark.crash
+def test_enospc_on_roll_is_a_clear_error_and_the_store_recovers(tmp_path: Path, impl) -> None:
+    ops = FullDisk()
+    with fileops.use(ops):
+        s = MessageStore(tmp_path, impl=impl.name, **dict(GEOM, cq_file_size=20000))
+        s.commitlog.prepare_next = False  # no pre-allocated file to fall back on
+        acked = [(s.put("T", b"m%04d" % 0 + b"." * 200, 0), b"m%04d" % 0)]  # the first file exists
+        s.dispatch()  # and the consume queue's (big enough for this test)
+        ops.full = True
+        with pytest.raises(DiskFullError):
+            for i in range(1, 1000):
+                acked.append((s.put("T", b"m%04d" % i + b"." * 200, 0), b"m%04d" % i))
+        n_before = len(acked)
+        assert 0 < n_before < 1000
+        # nothing half-written: every acknowledged message reads back, and the store keeps working
+        for r, body in acked:
+            assert s.commitlog.read(r.physical_offset, verify_crc=True).body.startswith(body)
+        with pytest.raises(DiskFullError):
+            s.put("T", b"still full", 0)
+        assert s.max_offset("T", 0) == n_before
+        ops.full = False  # space returns
+        r = s.put("T", b"after", 0)
+        assert r.queue_offset == n_before
+        s.close()
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        assert s.max_offset("T", 0) == n_before + 1
+        assert [m.body[:5] for m in s.iter_queue("T", 0)][-2:] == [b"m%04d" % (n_before - 1), b"after"]
+
+
+class PowerLoss(fileops.FileOps):
+    """Remembers, per file, its content as of its last fdatasync; ``image`` builds the directory a
+    power loss would leave: segment files as last flushed (never-flushed ones all zeros)."""
+
+    def __init__(self) -> None:
+        self.durable: dict[str, bytes] = {}
+
+    def create(self, path: str, size: int) -> int:
+        fd = super().create(path, size)
+        self.durable[path] = bytes(size)
+        return fd
+
+    def fdatasync(self, fd: int, mapped) -> None:
+        super().fdatasync(fd, mapped)
+        self.durable[mapped.path] = bytes(mapped.mm[:])
+
+    def image(self, src: Path, dst: Path) -> None:
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("rmqcore-index"))
+        for path, data in self.durable.items():
+            rel = Path(path).relative_to(src)
+            if (dst / rel).exists():
+                (dst / rel).write_bytes(data)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("mode", ["SYNC_FLUSH", "ASYNC_FLUSH"])
+def test_power_loss_keeps_every_durable_message(tmp_path: Path, impl, mode: str) -> None:
+    rnd = random.Random(11)
+    for trial in range(3):
+        ops = PowerLoss()
+        src = tmp_path / f"src{trial}"
+        with fileops.use(ops):
+            s = MessageStore(src, impl=impl.name, flush_disk_type=mode, flush_interval_ms=5, **GEOM)
+            durable = []
+            written = []
+            for i in range(rnd.randrange(50, 300)):
+                r = s.put("P", b"p%05d-" % i + b"#" * rnd.randrange(0, 150), i % 2, keys="k%d" % i)
+                written.append((r.physical_offset, r.size, b"p%05d-" % i))
+                if mode == "SYNC_FLUSH":
+                    durable.append((r.physical_offset, b"p%05d-" % i))  # acknowledged = durable
+                elif rnd.random() < 0.05:
+                    s.flush()
+            if mode == "ASYNC_FLUSH":  # durable = whatever the flusher had flushed when the power went
+                flushed = s.commitlog.flushed_offset
+                durable = [(off, b) for off, size, b in written if off + size <= flushed]
+            # the power goes out: only flushed bytes survive
+            img = tmp_path / f"img{trial}"
+            ops.image(src, img)
+            (img / "abort").write_bytes(b"")
+            s.close()
+        with MessageStore(img, impl=impl.name) as r2:
+            assert not r2.last_exit_ok
+            got = {m.position: m.body for m in r2.commitlog.iter_records(verify_crc=True) if isinstance(m, MessageExt)}
+            for off, prefix in durable:
+                assert got[off].startswith(prefix)
+            for q in (0, 1):
+                assert r2.max_offset("P", q) == sum(1 for m in got.values() if m[1:6].isdigit() and int(m[1:6]) % 2 == q)
+            r2.put("P", b"after power loss", 0)
