@@ -43,6 +43,13 @@ class StoreConfig:
     flush_least_pages: int = 4  # flushCommitLogLeastPages
     flush_thorough_interval_ms: int = 10_000  # flushCommitLogThoroughInterval
     sync_flush_timeout_ms: int = 5000  # syncFlushTimeout
+    file_reserved_time_hours: float = 72  # fileReservedTime
+    delete_when: str = "04"  # deleteWhen: hours of the day (";"-separated) when expired files go
+    disk_max_used_space_ratio: int = 75  # diskMaxUsedSpaceRatio: above it, delete expired files now
+    disk_space_clean_forcibly_ratio: int = 85  # diskSpaceCleanForciblyRatio: above it, delete oldest files
+    disk_space_warning_level_ratio: int = 90  # diskSpaceWarningLevelRatio: above it, refuse writes
+    clean_file_forcibly_enable: bool = True  # cleanFileForciblyEnable
+    delete_file_batch_max: int = 10  # deleteFileBatchMax
     dispatch: str = "inline"  # "inline" (put returns after dispatch) or "background" (reput thread)
     max_transfer_bytes_in_memory: int = 256 * 1024  # maxTransferBytesOnMessageInMemory
     max_transfer_count_in_memory: int = 32  # maxTransferCountOnMessageInMemory

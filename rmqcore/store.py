@@ -39,6 +39,7 @@ from .consumequeue import BOUNDARY_LOWER, BOUNDARY_NEAREST, BOUNDARY_UPPER, Cons
 from .errors import (
     ConfigError,
     CorruptionError,
+    DiskFullError,
     FlushDiskTimeoutError,
     InvalidMessageError,
     OffsetOutOfRangeError,
@@ -190,6 +191,7 @@ class MessageStore:
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._topics: dict[str, int] = {}
         self._views_out = 0
+        self._disk_full = False
         self._seek_cols = np.empty((L.NCOLUMNS, 64), dtype=np.int64)
         self._dispatch_lock = threading.Lock()
         self._dispatch_kernel = _impl.kernel("dispatch", self.impl)
@@ -475,6 +477,8 @@ class MessageStore:
     def put_batch(self, topic: str, bodies: Sequence[bytes], queue_id: int = 0, **kwargs: Any) -> BatchAppendResult:
         """Append a batch (see CommitLog.put_batch); with SYNC_FLUSH it returns once durable."""
         self._check_writable()
+        if self._disk_full:
+            self.put("", b"")  # raises DiskFullError
         r = self.commitlog.put_batch(topic, bodies, queue_id, **kwargs)
         if self._group_commit is not None and not self._group_commit.wait_durable(r.physical_offset + r.size):
             raise FlushDiskTimeoutError(
@@ -869,6 +873,78 @@ class MessageStore:
             if r.next_begin_offset <= offset:
                 return
             offset = r.next_begin_offset
+
+    # -- retention (CleanCommitLogService / CleanConsumeQueueService) --------------------------------------
+    def disk_usage_ratio(self) -> float:
+        """Used space of the CommitLog's file system, in percent (what RocketMQ's thresholds compare)."""
+        st = os.statvfs(self.commitlog.directory)
+        total = st.f_blocks * st.f_frsize
+        return 100.0 * (total - st.f_bavail * st.f_frsize) / total if total else 0.0
+
+    @property
+    def disk_full(self) -> bool:
+        """Writes are refused: the disk was past ``disk_space_warning_level_ratio`` at the last clean."""
+        return self._disk_full
+
+    def clean_expired(self, now_ms: int | None = None, *, force: bool = False,
+                      usage_ratio: float | None = None) -> list[str]:
+        """Delete expired CommitLog files, then the consume-queue and index files they leave behind.
+
+        Files go oldest first (never the last one, never from the middle: the walk stops at the first
+        file that may stay), at most ``delete_file_batch_max`` per call, when it is a ``delete_when``
+        hour, the disk is past ``disk_max_used_space_ratio``, or ``force`` (a manual request). A file
+        expires ``file_reserved_time_hours`` after it was last written; past
+        ``disk_space_clean_forcibly_ratio`` (or the warning ratio) the oldest go regardless of age.
+        Past ``disk_space_warning_level_ratio`` the store refuses writes (``DiskFullError``) until a
+        later clean finds the disk below it. Returns the deleted CommitLog file paths.
+        """
+        self._check_writable()
+        cfg = self.config
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        ratio = self.disk_usage_ratio() if usage_ratio is None else usage_ratio
+        self._set_disk_full(ratio > cfg.disk_space_warning_level_ratio)
+        clean_now = ratio > min(cfg.disk_space_clean_forcibly_ratio, cfg.disk_space_warning_level_ratio)
+        hour = time.localtime(now_ms / 1000).tm_hour
+        time_up = any(h.strip().isdigit() and int(h) == hour for h in cfg.delete_when.split(";"))
+        if not (time_up or ratio > cfg.disk_max_used_space_ratio or force or clean_now):
+            return []
+        self._caught_up()
+        with self._dispatch_lock:
+            deleted = []
+            reserve_ms = cfg.file_reserved_time_hours * 3600 * 1000
+            for mf in list(self.commitlog.queue.files[:-1]):
+                if len(deleted) >= cfg.delete_file_batch_max:
+                    break
+                expired = now_ms >= os.path.getmtime(mf.path) * 1000 + reserve_ms
+                if not (expired or (clean_now and cfg.clean_file_forcibly_enable)):
+                    break
+                if mf.file_end_offset > self.reput_from_offset:
+                    break  # never delete what dispatch has not read
+                self.commitlog.queue.delete_first()
+                deleted.append(mf.path)
+            if deleted:
+                cl_min = self.commitlog.min_offset
+                for cq in self.consume_queues.values():
+                    cq.delete_expired(cl_min)
+                if self.index is not None:
+                    self.index.delete_expired(cl_min)
+                if self.segindex is not None:
+                    self.segindex.recover(self.reput_from_offset)
+        return deleted
+
+    def _set_disk_full(self, full: bool) -> None:
+        if full == self._disk_full or self.read_only:
+            return
+        self._disk_full = full
+        if full:
+            def refuse(*a: Any, **k: Any) -> Any:
+                raise DiskFullError(
+                    f"{self.store_dir}: disk usage is past {self.config.disk_space_warning_level_ratio}%; "
+                    "writes are refused until clean_expired() frees space")
+
+            self.put = refuse  # type: ignore[method-assign]
+        else:
+            self.put = self._put_sync if self._group_commit is not None else self.commitlog.put  # type: ignore[method-assign]
 
     # -- consumer offsets ---------------------------------------------------------------------------------
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
