@@ -269,7 +269,8 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     if "index_slots" not in geometry and "index_entries" not in geometry:
         geometry.update(_index_geometry(store / "index"))
     before = (store / "abort").exists()
-    with MessageStore(store, flavour=args.flavour, **geometry) as s:
+    prog = _Progress("recover", args.progress or sys.stderr.isatty())
+    with MessageStore(store, flavour=args.flavour, progress=prog, **geometry) as s:
         out = {"store": str(store), "abnormal": before, "min_offset": s.commitlog.min_offset,
                "max_offset": s.commitlog.max_offset,
                "queues": len(s.consume_queues), "index_files": len(s.index.index_files) if s.index else 0}
@@ -353,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--flavour", type=int, choices=(4, 5), default=5,
                      help="RocketMQ bytes for files recovery writes (checkpoint, abort): 4 or 5")
     rec.add_argument("--json", action="store_true")
+    rec.add_argument("--progress", action="store_true", help="progress bar even when not on a terminal")
     _add_geometry(rec)
     rec.set_defaults(func=_cmd_recover)
 

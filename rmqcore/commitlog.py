@@ -145,7 +145,7 @@ class CommitLog:
             raise StoreClosedError("the CommitLog is closed")
 
     # -- recovery ---------------------------------------------------------------------------------
-    def scan_end(self, start_index: int | None = None) -> tuple[int, ScanStop | None]:
+    def scan_end(self, start_index: int | None = None, progress: Any = None) -> tuple[int, ScanStop | None]:
         """Walk records from file ``start_index`` (default: third-last) to the end of valid data.
 
         Returns ``(end_offset, stop)`` where ``stop`` describes invalid bytes met (None when the
@@ -156,14 +156,19 @@ class CommitLog:
             return 0, None
         i = max(0, len(files) - 3) if start_index is None else start_index
         scan = self._codec.scan_records
+        first, total = files[i].file_from_offset, files[-1].file_end_offset - files[i].file_from_offset
         while True:
             mf = files[i]
+            if progress is not None:
+                progress(mf.file_from_offset - first, total)
             status, end, _count, _ts = scan(mf.mm, 0, mf.file_size, self.check_crc, -1)
             if status == L.ST_BLANK:
                 if i + 1 < len(files):
                     i += 1
                     continue
                 return mf.file_end_offset, None
+            if progress is not None:
+                progress(total, total)
             if status == L.ST_END:
                 return mf.file_from_offset + end, None
             return mf.file_from_offset + end, ScanStop(mf.file_from_offset + end, status, mf.path)

@@ -43,6 +43,7 @@ class StoreConfig:
     flush_least_pages: int = 4  # flushCommitLogLeastPages
     flush_thorough_interval_ms: int = 10_000  # flushCommitLogThoroughInterval
     sync_flush_timeout_ms: int = 5000  # syncFlushTimeout
+    flush_interval_consume_queue_ms: int = 1000  # flushIntervalConsumeQueue (CQ, index, checkpoint)
     file_reserved_time_hours: float = 72  # fileReservedTime
     delete_when: str = "04"  # deleteWhen: hours of the day (";"-separated) when expired files go
     disk_max_used_space_ratio: int = 75  # diskMaxUsedSpaceRatio: above it, delete expired files now

@@ -126,9 +126,10 @@ class MessageStore:
 
     def __init__(
         self, store_dir: str | os.PathLike[str], config: StoreConfig | None = None, *, read_only: bool = False,
-        impl: str | None = None, **overrides: Any,
+        impl: str | None = None, progress: Any = None, **overrides: Any,
     ) -> None:
         self.store_dir = Path(store_dir)
+        self._progress = progress  # progress(done_bytes, total_bytes) during recovery scans
         self.read_only = read_only
         self.impl = impl
         cfg = config or StoreConfig()
@@ -211,6 +212,7 @@ class MessageStore:
             save_geometry(self.store_dir, cfg)
         self._group_commit: GroupCommitService | None = None
         self._async_flush: AsyncFlushService | None = None
+        self._logics_flush: AsyncFlushService | None = None
         if not self.read_only:
             cl = self.commitlog
             if cfg.flush_disk_type == "SYNC_FLUSH":
@@ -222,6 +224,9 @@ class MessageStore:
                     lambda: cl.flushed_offset, lambda: cl.max_offset, cl.flush, cfg.flush_interval_ms,
                     cfg.flush_least_pages, cfg.flush_thorough_interval_ms)
                 self.put = cl.put  # type: ignore[method-assign]  # the native hot path, one C call
+            # consume queues, index files and the checkpoint are flushed on their own schedule
+            self._logics_flush = AsyncFlushService(
+                lambda: 0, lambda: 1 << 62, self._flush_logics, cfg.flush_interval_consume_queue_ms, 0, 1 << 40)
         self._stop = threading.Event()
         self._reput_thread: threading.Thread | None = None
         if cfg.dispatch == "background" and not self.read_only:
@@ -280,10 +285,11 @@ class MessageStore:
         if self.read_only:
             end = self._read_only_end()
         elif self.last_exit_ok:
-            end = cl.recover_normally()
+            end, _stop = cl.scan_end(progress=self._progress)
+            cl.set_end(end)
         else:
             start_index = self._abnormal_start_file()
-            end, _stop = cl.scan_end(start_index)
+            end, _stop = cl.scan_end(start_index, progress=self._progress)
             end = self._drop_torn_last_record(end)
             cl.set_end(end)
             redispatch_from = cl.queue.files[start_index].file_from_offset if cl.queue.files else 0
@@ -981,6 +987,24 @@ class MessageStore:
             self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, self._last_dispatched_ts)
         self.checkpoint.flush()
 
+    def _flush_logics(self) -> None:
+        """Flush dispatched consume queues and index files, then the checkpoint (periodic)."""
+        if self._closed:
+            return
+        with self._dispatch_lock:
+            for cq in list(self.consume_queues.values()):
+                cq.flush()
+            if self.index is not None:
+                self.index.flush()
+            if self._last_dispatched_ts > 0:
+                self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp,
+                                                           self._last_dispatched_ts)
+            if self.commitlog.flushed_offset >= self.reput_from_offset and self._last_dispatched_ts > 0:
+                # every dispatched record is also flushed: its time bounds what a crash can lose
+                self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
+                                                           self._last_dispatched_ts)
+            self.checkpoint.flush()
+
     def close(self) -> None:
         """Dispatch what is pending, flush everything, release the lock. Idempotent.
 
@@ -994,7 +1018,7 @@ class MessageStore:
         if self._reput_thread is not None:
             self._stop.set()
             self._reput_thread.join()
-        for svc in (self._group_commit, self._async_flush):
+        for svc in (self._group_commit, self._async_flush, self._logics_flush):
             if svc is not None:
                 svc.stop()
         try:

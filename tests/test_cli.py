@@ -167,8 +167,9 @@ def test_verify_reports_problems_and_changes_nothing(rmq_fixtures: Path, tmp_pat
 
 def test_recover_repairs_in_place_then_verify_is_clean(rmq_fixtures: Path, tmp_path: Path) -> None:
     torn = copy_store(rmq_fixtures / "4.9.8" / "storeB2", tmp_path / "b2")
-    p = run_cli("recover", str(torn), "--flavour", "4", "--json", *IDX)
+    p = run_cli("recover", str(torn), "--flavour", "4", "--json", "--progress", *IDX)
     assert p.returncode == 0, p.stderr
+    assert "recover [" in p.stderr and "100%" in p.stderr
     out = json.loads(p.stdout)
     assert out["abnormal"] and out["clean"] and out["max_offset"] == 1652883
     assert not (torn / "abort").exists()
