@@ -7,12 +7,10 @@ one tag and one unique key per message. ``RMQCORE_BENCH_KEYS`` sets the key-look
 """
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import tempfile
 
-import numpy as np
 import pytest
 
 from rmqcore.store import MessageStore

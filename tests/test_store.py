@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rmqcore.configfiles import loads_fastjson
-from rmqcore.errors import ConfigError, StoreClosedError, StoreLockedError
+from rmqcore.errors import ConfigError, StoreClosedError
 from rmqcore.store import GetStatus, MessageStore
 
 GEOM = dict(commitlog_file_size=64 * 1024, cq_file_size=200, index_slots=50, index_entries=200)

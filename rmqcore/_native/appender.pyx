@@ -45,34 +45,7 @@ cdef extern from "<time.h>" nogil:
     int clock_gettime(int clk, timespec *tp)
     enum: CLOCK_REALTIME
 
-cdef extern from "rmq_codec.h" nogil:
-    ctypedef struct rmq_msg:
-        const unsigned char *topic
-        const unsigned char *born_addr
-        const unsigned char *store_addr
-        const unsigned char *body
-        const unsigned char *props
-        int64_t topic_len
-        int64_t body_len
-        int64_t props_len
-        int32_t born_addr_len
-        int32_t store_addr_len
-        int32_t queue_id
-        int32_t flag
-        int32_t sys_flag
-        int32_t born_port
-        int32_t store_port
-        int32_t reconsume_times
-        int64_t queue_offset
-        int64_t physical_offset
-        int64_t born_timestamp
-        int64_t store_timestamp
-        int64_t prepared_tx_offset
-        int v2
-    int64_t rmq_record_size(int64_t body_len, int64_t topic_len, int64_t props_len, int64_t sys_flag, int v2)
-    uint32_t rmq_body_crc(const unsigned char *buf, size_t length)
-    void rmq_encode_record(unsigned char *dst, const rmq_msg *m, int64_t size, uint32_t body_crc)
-    void rmq_encode_blank(unsigned char *dst, int32_t remaining)
+from .codec cimport rmq_body_crc, rmq_encode_blank, rmq_encode_record, rmq_msg, rmq_record_size
 
 DEF BLANK_SIZE = 8
 DEF MAX_PROPS = 32767

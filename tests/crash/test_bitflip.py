@@ -62,4 +62,4 @@ def test_body_bit_flip_is_detected_and_never_served(base, tmp_path_factory, data
         r = s.get_messages("g", "Flip", 0, qoff, 1)
         assert (r.status, r.physical_offsets) == ("FOUND", [phys]), (r, qoff, phys)
         with pytest.raises(CorruptionError):
-            r.messages
+            _ = r.messages

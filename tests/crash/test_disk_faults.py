@@ -3,7 +3,6 @@ needed, and a power loss that keeps only what was flushed."""
 from __future__ import annotations
 
 import errno
-import os
 import random
 import shutil
 from pathlib import Path
