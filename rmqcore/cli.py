@@ -1,4 +1,4 @@
-"""The ``rmqcore`` command: inspect, dump and (later) repair stores from the shell.
+"""The ``rmqcore`` command: inspect, dump, query, verify and recover RocketMQ stores and Kafka partitions.
 
 Exit status: 0 success, 1 the data is corrupt or a lookup failed, 2 usage errors.
 Every ``--json`` output is one JSON object per line.
