@@ -291,31 +291,7 @@ int rmq_decode_batch(const unsigned char *buf, int64_t pos, int64_t limit, int v
         status = rmq_check_record(buf, pos, limit, verify_crc, &size, &r);
         if (status != RMQ_ST_MSG)
             break;
-#define COL(c) out[(int64_t)(c) * row_stride + n * col_stride]
-        COL(RMQ_C_POSITION) = pos;
-        COL(RMQ_C_SIZE) = size;
-        COL(RMQ_C_MAGIC) = r.magic;
-        COL(RMQ_C_BODY_CRC) = r.body_crc;
-        COL(RMQ_C_QUEUE_ID) = r.queue_id;
-        COL(RMQ_C_FLAG) = r.flag;
-        COL(RMQ_C_QUEUE_OFFSET) = r.queue_offset;
-        COL(RMQ_C_PHYSICAL_OFFSET) = r.physical_offset;
-        COL(RMQ_C_SYS_FLAG) = r.sys_flag;
-        COL(RMQ_C_BORN_TIMESTAMP) = r.born_timestamp;
-        COL(RMQ_C_BORN_HOST_POS) = r.born_host_pos;
-        COL(RMQ_C_BORN_PORT) = r.born_port;
-        COL(RMQ_C_STORE_TIMESTAMP) = r.store_timestamp;
-        COL(RMQ_C_STORE_HOST_POS) = r.store_host_pos;
-        COL(RMQ_C_STORE_PORT) = r.store_port;
-        COL(RMQ_C_RECONSUME_TIMES) = r.reconsume_times;
-        COL(RMQ_C_PREPARED_TX_OFFSET) = r.prepared_tx_offset;
-        COL(RMQ_C_BODY_POS) = r.body_pos;
-        COL(RMQ_C_BODY_LEN) = r.body_len;
-        COL(RMQ_C_TOPIC_POS) = r.topic_pos;
-        COL(RMQ_C_TOPIC_LEN) = r.topic_len;
-        COL(RMQ_C_PROPERTIES_POS) = r.props_pos;
-        COL(RMQ_C_PROPERTIES_LEN) = r.props_len;
-#undef COL
+        rmq_record_to_columns(out, row_stride, col_stride, n, pos, size, &r);
         n++;
         pos += size;
     }

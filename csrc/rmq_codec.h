@@ -122,6 +122,37 @@ typedef struct rmq_msg {
     int v2;
 } rmq_msg;
 
+/* Store record `r` (at buffer position `pos`, `size` bytes) as column `n` of a (RMQ_NCOLUMNS, cap)
+ * int64 array with row stride `rs` and column stride `cs` (in elements): the decode_batch layout. */
+static inline void rmq_record_to_columns(int64_t *out, int64_t rs, int64_t cs, int64_t n, int64_t pos,
+                                         int64_t size, const rmq_record *r) {
+#define RMQ_COL(c) out[(int64_t)(c) * rs + n * cs]
+    RMQ_COL(RMQ_C_POSITION) = pos;
+    RMQ_COL(RMQ_C_SIZE) = size;
+    RMQ_COL(RMQ_C_MAGIC) = r->magic;
+    RMQ_COL(RMQ_C_BODY_CRC) = r->body_crc;
+    RMQ_COL(RMQ_C_QUEUE_ID) = r->queue_id;
+    RMQ_COL(RMQ_C_FLAG) = r->flag;
+    RMQ_COL(RMQ_C_QUEUE_OFFSET) = r->queue_offset;
+    RMQ_COL(RMQ_C_PHYSICAL_OFFSET) = r->physical_offset;
+    RMQ_COL(RMQ_C_SYS_FLAG) = r->sys_flag;
+    RMQ_COL(RMQ_C_BORN_TIMESTAMP) = r->born_timestamp;
+    RMQ_COL(RMQ_C_BORN_HOST_POS) = r->born_host_pos;
+    RMQ_COL(RMQ_C_BORN_PORT) = r->born_port;
+    RMQ_COL(RMQ_C_STORE_TIMESTAMP) = r->store_timestamp;
+    RMQ_COL(RMQ_C_STORE_HOST_POS) = r->store_host_pos;
+    RMQ_COL(RMQ_C_STORE_PORT) = r->store_port;
+    RMQ_COL(RMQ_C_RECONSUME_TIMES) = r->reconsume_times;
+    RMQ_COL(RMQ_C_PREPARED_TX_OFFSET) = r->prepared_tx_offset;
+    RMQ_COL(RMQ_C_BODY_POS) = r->body_pos;
+    RMQ_COL(RMQ_C_BODY_LEN) = r->body_len;
+    RMQ_COL(RMQ_C_TOPIC_POS) = r->topic_pos;
+    RMQ_COL(RMQ_C_TOPIC_LEN) = r->topic_len;
+    RMQ_COL(RMQ_C_PROPERTIES_POS) = r->props_pos;
+    RMQ_COL(RMQ_C_PROPERTIES_LEN) = r->props_len;
+#undef RMQ_COL
+}
+
 /* MessageExtEncoder.calMsgLength (body_len < 0 counts as 0). */
 int64_t rmq_record_size(int64_t body_len, int64_t topic_len, int64_t props_len, int64_t sys_flag, int v2);
 

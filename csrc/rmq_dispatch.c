@@ -517,31 +517,7 @@ int rmq_dispatch_batch(const unsigned char *buf, int64_t pos, int64_t limit, int
             }
         }
 
-#define COL(c) cols[(int64_t)(c) * cols_rs + n * cols_cs]
-        COL(RMQ_C_POSITION) = pos;
-        COL(RMQ_C_SIZE) = size;
-        COL(RMQ_C_MAGIC) = r.magic;
-        COL(RMQ_C_BODY_CRC) = r.body_crc;
-        COL(RMQ_C_QUEUE_ID) = r.queue_id;
-        COL(RMQ_C_FLAG) = r.flag;
-        COL(RMQ_C_QUEUE_OFFSET) = r.queue_offset;
-        COL(RMQ_C_PHYSICAL_OFFSET) = r.physical_offset;
-        COL(RMQ_C_SYS_FLAG) = r.sys_flag;
-        COL(RMQ_C_BORN_TIMESTAMP) = r.born_timestamp;
-        COL(RMQ_C_BORN_HOST_POS) = r.born_host_pos;
-        COL(RMQ_C_BORN_PORT) = r.born_port;
-        COL(RMQ_C_STORE_TIMESTAMP) = r.store_timestamp;
-        COL(RMQ_C_STORE_HOST_POS) = r.store_host_pos;
-        COL(RMQ_C_STORE_PORT) = r.store_port;
-        COL(RMQ_C_RECONSUME_TIMES) = r.reconsume_times;
-        COL(RMQ_C_PREPARED_TX_OFFSET) = r.prepared_tx_offset;
-        COL(RMQ_C_BODY_POS) = r.body_pos;
-        COL(RMQ_C_BODY_LEN) = r.body_len;
-        COL(RMQ_C_TOPIC_POS) = r.topic_pos;
-        COL(RMQ_C_TOPIC_LEN) = r.topic_len;
-        COL(RMQ_C_PROPERTIES_POS) = r.props_pos;
-        COL(RMQ_C_PROPERTIES_LEN) = r.props_len;
-#undef COL
+        rmq_record_to_columns(cols, cols_rs, cols_cs, n, pos, size, &r);
 #define DSP(c) disp[(int64_t)(c) * disp_rs + n * disp_cs]
         DSP(RMQ_D_TAGS_CODE) = tags_code;
         DSP(RMQ_D_FLAGS) = flags;
