@@ -262,16 +262,6 @@ class CommitLog:
             raise ConfigError("the CommitLog was opened read-only")
         return self._writable(self.max_offset)
 
-    def _check_body(self, body: Any) -> bytes:
-        if not isinstance(body, (bytes, bytearray, memoryview)):
-            raise InvalidMessageError(f"body must be bytes-like, not {type(body).__name__}")
-        if len(body) > self.max_message_size:
-            raise MessageTooLargeError(
-                f"body of {len(body)} bytes exceeds the maximum message size {self.max_message_size}"
-            )
-        return body if isinstance(body, bytes) else bytes(body)
-
-    # -- appending --------------------------------------------------------------------------------
     def put(
         self,
         topic: str,
