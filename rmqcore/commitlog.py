@@ -458,7 +458,7 @@ class CommitLog:
         if status == L.ST_BLANK:
             next_offset = mf.file_end_offset
         elif status < 0:
-            raise_status(status, mf.path, end)
+            raise_status(self._codec, status, mf.path, end)
         return RecordBatch(data, cols, mf.file_from_offset + pos, next_offset)
 
     # -- maintenance ------------------------------------------------------------------------------
@@ -490,16 +490,12 @@ class CommitLog:
         self.close()
 
 
-def raise_status(status: int, path: str, position: int) -> None:
-    from .errors import BadMagicError, ChecksumError, RecordSizeError, TruncatedRecordError
-
-    cls, detail = {
-        L.ST_TORN: (TruncatedRecordError, "record runs past the end of the data"),
-        L.ST_BAD_MAGIC: (BadMagicError, "unknown magic code"),
-        L.ST_BAD_SIZE: (RecordSizeError, "record size disagrees with its field lengths"),
-        L.ST_BAD_CRC: (ChecksumError, "body CRC mismatch"),
-    }[status]
-    raise cls(detail, position, path)
+def raise_status(codec: Any, status: int, path: str, position: int) -> None:
+    """Raise the CorruptionError subclass the codec kernel maps ``status`` to, located in ``path``."""
+    try:
+        codec.raise_for_status(status, position)
+    except CorruptionError as e:
+        raise e.at(path, position) from None
 
 
 class RecordBatch:

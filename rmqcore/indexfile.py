@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType, TracebackType
+from typing import Any
 
 from . import _impl
 from . import layout as L
@@ -648,6 +649,31 @@ class IndexService:
         # buildIndex opens every record with getAndCreateLastIndexFile: a record after the one that
         # filled the last file creates the next (empty, preset) file even if it adds nothing
         if not self._files or (last_owner < n_msgs - 1 and self._files[-1].is_full()):
+            self._last_writable()
+        return total
+
+    def put_key_hashes(self, key_hashes: Any, phy_offsets: Any, store_timestamps: Any, last_owner: int,
+                       n_records: int) -> int:
+        """``buildIndex`` for keys whose ``topic#key`` hashes are already computed (the dispatch
+        kernel's output; ROLLBACK records already left out), parallel int64 arrays in dispatch order.
+
+        Entries before the last file's endPhyOffset are skipped (re-dispatch); files roll as they
+        fill; and, as buildIndex opens the last file for every record, a record after the one that
+        filled the last file (``last_owner`` = index of the record that added the last entry, among
+        ``n_records``) creates the next, preset, empty file. Returns the entries added.
+        """
+        self._writable()
+        kh, po, st = key_hashes, phy_offsets, store_timestamps
+        if len(kh) and self._files:
+            end_phy = self._files[-1].end_phy_offset
+            if po[0] < end_phy:
+                keep = po >= end_phy
+                kh, po, st = kh[keep], po[keep], st[keep]
+        total = len(kh)
+        pos = 0
+        while pos < total:
+            pos += self._last_writable().put_hashes(kh, po, st, pos, total)
+        if not self._files or (last_owner < n_records - 1 and self._files[-1].is_full()):
             self._last_writable()
         return total
 

@@ -32,7 +32,7 @@ import numpy as np
 from . import _impl
 from . import layout as L
 from .checkpoint import StoreCheckpoint
-from .commitlog import AppendResult, BatchAppendResult, CommitLog
+from .commitlog import AppendResult, BatchAppendResult, CommitLog, raise_status
 from .config import StoreConfig, detect_file_size, load_geometry, save_geometry
 from .configfiles import dumps_fastjson, load_with_bak, persist
 from .consumequeue import BOUNDARY_LOWER, BOUNDARY_NEAREST, BOUNDARY_UPPER, ConsumeQueue
@@ -535,9 +535,7 @@ class MessageStore:
                 elif n == 0:
                     if status < 0 and end_pos < stop:
                         # RocketMQ logs and stops here; recovery cuts such bytes, so report them
-                        from .commitlog import raise_status
-
-                        raise_status(status, mf.path, end_pos)
+                        raise_status(cl._codec, status, mf.path, end_pos)
                     break
                 else:
                     nxt = mf.file_from_offset + end_pos
@@ -590,8 +588,8 @@ class MessageStore:
             key_rec = np.repeat(np.arange(n), disp[3, :n])
             keep = tran[key_rec] != L.TRANSACTION_ROLLBACK
             key_rec = key_rec[keep]
-            _index_put_hashes(self.index, self._keys[:nkeys][keep], phys[key_rec], tss[key_rec],
-                              int(key_rec[-1]) if len(key_rec) else -1, n)
+            self.index.put_key_hashes(self._keys[:nkeys][keep], phys[key_rec], tss[key_rec],
+                                      int(key_rec[-1]) if len(key_rec) else -1, n)
         if self.segindex is not None:
             self.segindex.add(base, positions, sizes, tss)
         self._last_dispatched_ts = max(self._last_dispatched_ts, int(tss.max()))
@@ -1049,27 +1047,6 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _index_put_hashes(svc: Any, kh: np.ndarray, po: np.ndarray, st: np.ndarray, last_owner: int, n_msgs: int) -> None:
-    """IndexService.buildIndex for records whose key hashes the dispatch kernel computed: entries of
-    records before the last file's endPhyOffset are skipped (re-dispatch), files roll as they fill,
-    and, as buildIndex opens the last file for every record, a record after the one that filled the
-    last file creates the next (preset, empty) file."""
-    svc._writable()
-    files = svc._files
-    if len(kh) and files:
-        end_phy = files[-1].end_phy_offset
-        if po[0] < end_phy:
-            keep = po >= end_phy
-            kh, po, st = kh[keep], po[keep], st[keep]
-    total = len(kh)
-    pos = 0
-    while pos < total:
-        f = svc._last_writable()
-        pos += f.put_hashes(kh, po, st, pos, total)
-    if not svc._files or (last_owner < n_msgs - 1 and svc._files[-1].is_full()):
-        svc._last_writable()
 
 
 def _as_int32(v: int) -> int:

@@ -270,7 +270,6 @@ def _apply_chunk(
 ) -> None:
     """MessageStore._apply_dispatch for one batch the tasks computed (same CQ and index writes)."""
     from ..consumequeue import ConsumeQueue
-    from ..store import _index_put_hashes
 
     n = len(c["phys"])
     phys, sizes, tags, qids, qoffs, tran = c["phys"], c["size"], c["tags"], c["qid"], c["qoff"], c["tran"]
@@ -294,8 +293,8 @@ def _apply_chunk(
         key_rec = np.repeat(np.arange(n), c["key_counts"])
         keep = tran[key_rec] != L.TRANSACTION_ROLLBACK
         key_rec = key_rec[keep]
-        _index_put_hashes(index, c["keys"][keep], phys[key_rec], c["ts"][key_rec],
-                          int(key_rec[-1]) if len(key_rec) else -1, n)
+        index.put_key_hashes(c["keys"][keep], phys[key_rec], c["ts"][key_rec],
+                             int(key_rec[-1]) if len(key_rec) else -1, n)
 
 
 def _rebuild(store_dir: Path, cfg: Any, results: list[tuple[FileCheck, Any]], rep: MaintenanceReport) -> None:

@@ -34,10 +34,6 @@ while True:
 """
 
 
-def _body_of(i: int, n: int, seed_start: int) -> bytes:
-    return b""  # bodies are checked by prefix and length below (the child's rng is per run)
-
-
 @pytest.mark.crash
 def test_sigkill_during_sync_appends_loses_no_acknowledged_message(tmp_path: Path, impl) -> None:
     rnd = random.Random(2024)
