@@ -106,7 +106,17 @@ size_t rmq_index_put_batch(unsigned char *buf, uint32_t slots, uint32_t entries,
                            const void *phy_offsets, const void *store_timestamps, size_t n)
 {
     size_t i;
+    /* slots are random accesses into a table larger than the caches: prefetch a few puts ahead */
+    const size_t ahead = 8;
+    unsigned char *slots_base = buf + RMQ_INDEX_HEADER_SIZE;
+    for (i = 0; i < n && i < ahead; i++)
+        __builtin_prefetch(slots_base + (size_t)((uint32_t)(int32_t)load_host64(key_hashes, i) % slots) *
+                           RMQ_INDEX_SLOT_SIZE, 1);
     for (i = 0; i < n; i++) {
+        if (i + ahead < n)
+            __builtin_prefetch(slots_base +
+                               (size_t)((uint32_t)(int32_t)load_host64(key_hashes, i + ahead) % slots) *
+                                   RMQ_INDEX_SLOT_SIZE, 1);
         if (!rmq_index_put(buf, slots, entries, (int32_t)load_host64(key_hashes, i),
                            load_host64(phy_offsets, i), load_host64(store_timestamps, i)))
             break;

@@ -16,7 +16,6 @@ complete; the active file's indexes are rebuilt from the CommitLog on open.
 """
 from __future__ import annotations
 
-import bisect
 import json
 import os
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _impl
 from . import layout as L
 from .kafka.index import OffsetIndex, TimeIndex
 
@@ -49,6 +49,7 @@ class SegmentIndex:
                 if p.exists():
                     p.unlink()
         self.offset_index = OffsetIndex(paths[0], 0, max_index_size, writable=writable, impl=impl)
+        self._k = _impl.kernel("dispatch", impl)
         self.time_index = TimeIndex(paths[1], 0, max_index_size, writable=writable, impl=impl)
         self.count = 0  # records indexed
         self.end = 0  # position after the last indexed record
@@ -126,21 +127,12 @@ class SegmentIndex:
         omax = np.where(new_max, ordinals, -1)
         omax = np.maximum.accumulate(np.concatenate(([self.ordinal_of_max_ts], omax)))[1:]
         # entries: before record i, if bytes since the last entry > interval (Kafka's LogSegment rule)
-        csum_a = np.concatenate(([0], np.cumsum(sizes)))  # bytes of records [0, i)
-        csum = csum_a.tolist()
-        base_i, since0 = 0, self.bytes_since
-        entry_at: list[int] = []
-        while True:
-            # since before record i = since0 + csum[i] - csum[base_i]; first i with since > interval
-            target = self.interval - since0 + csum[base_i]
-            i = bisect.bisect_right(csum, target)
-            if i >= n:
-                break
-            i = max(i, base_i)
-            entry_at.append(i)
-            base_i, since0 = i, 0
-        if entry_at:
-            at = np.asarray(entry_at)
+        points = np.empty(n, dtype=np.int64)
+        sz = np.ascontiguousarray(sizes, dtype=np.int64)
+        c, since_end = self._k.sparse_points(sz, self.bytes_since, self.interval, points)
+        entry_at = points[:c]
+        if c:
+            at = entry_at
             self.offset_index.append_many(ordinals[at], positions[at])
             # LogSegment updates the max timestamp with the record before deciding on an entry; a
             # time entry is written only when that maximum grew past the last one
@@ -148,7 +140,7 @@ class SegmentIndex:
             last_t = self.time_index.last_entry.timestamp if self.time_index.entries else -1
             grow = tmax > np.maximum.accumulate(np.concatenate(([last_t], tmax[:-1])))
             self.time_index.append_many(tmax[grow], omx[grow])
-        self.bytes_since = since0 + int(csum[n] - csum[base_i])
+        self.bytes_since = int(since_end)
         self.count += n
         self.max_ts = int(run_max[-1])
         self.ordinal_of_max_ts = int(omax[-1])

@@ -96,6 +96,12 @@ class GetResult:
         return [self._store.read_record_bytes(o, n) for o, n in zip(self.physical_offsets, self.sizes)]
 
 
+# records per dispatch batch: not a multiple of 512 (4 KiB-multiple row strides thrash L1), and
+# small enough that the per-batch numpy temporaries stay under glibc's mmap threshold (128 KiB):
+# larger ones are mmapped and unmapped on every batch, a page fault per 4 KiB
+_DISPATCH_BATCH = 4000
+
+
 def _ram_bytes() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -196,9 +202,11 @@ class MessageStore:
         self._seek_cols = np.empty((L.NCOLUMNS, 64), dtype=np.int64)
         self._dispatch_lock = threading.Lock()
         self._dispatch_kernel = _impl.kernel("dispatch", self.impl)
-        self._cols = np.empty((L.NCOLUMNS, 4000), dtype=np.int64)  # not 4096: 4 KiB-multiple row strides thrash L1
-        self._disp = np.empty((4, 4000), dtype=np.int64)
-        self._keys = np.empty(4000 * 8, dtype=np.int64)
+        self._cols = np.empty((L.NCOLUMNS, _DISPATCH_BATCH), dtype=np.int64)
+        self._disp = np.empty((4, _DISPATCH_BATCH), dtype=np.int64)
+        self._keys = np.empty(_DISPATCH_BATCH * 8, dtype=np.int64)
+        self._rep = np.empty(_DISPATCH_BATCH, dtype=np.int64)
+        self._lut = np.empty(_DISPATCH_BATCH, dtype=np.int64)
         self._topic_ids: dict[bytes, int] = {}
         self._last_dispatched_ts = 0
         self._topic_names: list[str] = []
@@ -572,13 +580,23 @@ class MessageStore:
         sel = np.flatnonzero(to_cq)
         if len(sel):
             gk = gkey[sel]
-            if (gk == gk[0]).all():
-                groups = [(int(gk[0]), sel)]
-            else:
+            groups = []
+            # peel off one queue at a time while there are few (the usual case), then sort the rest
+            while len(gk) and len(groups) < 8:
+                g = int(gk[0])
+                m = gk == g
+                if m.all():
+                    groups.append((g, sel))
+                    gk = gk[:0]
+                    break
+                groups.append((g, sel[m]))
+                rest = ~m
+                gk, sel = gk[rest], sel[rest]
+            if len(gk):
                 order = np.argsort(gk, kind="stable")
-                sk = gk[order]
+                sk, ss = gk[order], sel[order]
                 cuts = np.flatnonzero(np.diff(sk)) + 1
-                groups = [(int(sk[c[0]]), sel[order][c]) for c in np.split(np.arange(len(sk)), cuts)]
+                groups.extend((int(sk[c[0]]), ss[c]) for c in np.split(np.arange(len(sk)), cuts))
             for g, idx in groups:
                 topic = names[g >> 32]
                 cq = self.consume_queue(topic, g & 0xFFFFFFFF, create=True)
@@ -595,29 +613,24 @@ class MessageStore:
         self._last_dispatched_ts = max(self._last_dispatched_ts, int(tss.max()))
 
     def _topic_ids_of(self, mm: Any, tp: np.ndarray, tl: np.ndarray) -> np.ndarray:
+        """Each record's topic as a small int (the index into ``_topic_names``)."""
         n = len(tp)
-        ids = np.full(n, -1, dtype=np.int64)
-        data = np.frombuffer(mm, dtype=np.uint8)
-        try:
-            todo = np.arange(n)
-            while len(todo):
-                i = int(todo[0])
-                p, ln = int(tp[i]), int(tl[i])
-                key = bytes(mm[p : p + ln])
-                tid = self._topic_ids.get(key)
-                if tid is None:
-                    tid = self._topic_ids[key] = len(self._topic_names)
-                    self._topic_names.append(key.decode("utf-8", "replace"))
-                cand = todo[tl[todo] == ln]
-                if ln:
-                    pivot = np.frombuffer(key, dtype=np.uint8)
-                    match = (data[tp[cand][:, None] + np.arange(ln)] == pivot).all(axis=1)
-                    cand = cand[match]
-                ids[cand] = tid
-                todo = todo[ids[todo] < 0]
-        finally:
-            del data
-        return ids
+        rep = self._rep[:n]
+        distinct = self._dispatch_kernel.topic_groups(mm, tp, tl, rep)
+        if len(distinct) == 1:
+            return np.full(n, self._topic_id(mm, int(tp[0]), int(tl[0])), dtype=np.int64)
+        lut = self._lut[:n]
+        for i in distinct:
+            lut[i] = self._topic_id(mm, int(tp[i]), int(tl[i]))
+        return lut[rep]
+
+    def _topic_id(self, mm: Any, p: int, ln: int) -> int:
+        key = bytes(mm[p : p + ln])
+        tid = self._topic_ids.get(key)
+        if tid is None:
+            tid = self._topic_ids[key] = len(self._topic_names)
+            self._topic_names.append(key.decode("utf-8", "replace"))
+        return tid
 
     def _reput_loop(self) -> None:
         while not self._stop.is_set():

@@ -9,10 +9,11 @@ taken as typed memoryviews (one acquisition per batch); any int64 buffer with st
 multiples of 8 bytes works (numpy arrays, views, Fortran order).
 """
 from libc.stdint cimport int64_t
+from libc.string cimport memcmp
 
 from ..layout import NCOLUMNS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK, ST_END, ST_MSG, ST_TORN
 
-__all__ = ["dispatch_batch", "DISPATCH_ROWS", "D_TAGS_CODE", "D_FLAGS", "D_KEYS_START", "D_KEYS_COUNT",
+__all__ = ["dispatch_batch", "topic_groups", "sparse_points", "DISPATCH_ROWS", "D_TAGS_CODE", "D_FLAGS", "D_KEYS_START", "D_KEYS_COUNT",
            "DF_SCHEDULE", "DF_BAD_UTF8"]
 
 
@@ -142,3 +143,68 @@ def dispatch_batch(const unsigned char[::1] buf not None, pos, limit, cols, disp
         raise ValueError(f"keys_out too small: the record at {end_pos} has {nkeys} keys, "
                          f"keys_out holds {kcap}")
     return count, end_pos, st, nkeys
+
+
+def topic_groups(const unsigned char[::1] buf not None, const int64_t[::1] tpos not None,
+                 const int64_t[::1] tlen not None, int64_t[::1] rep not None):
+    """Group records by topic bytes: ``rep[i]`` = the index of the first record of the batch whose
+    topic (``buf[tpos[i]:tpos[i] + tlen[i]]``) equals record i's. Returns the distinct first indexes
+    in order. Raises ValueError when the arrays disagree in length or a topic lies outside ``buf``."""
+    cdef Py_ssize_t n = tpos.shape[0], i, k, nd = 0
+    cdef int64_t blen = buf.shape[0], p, l, r, cur = -1
+    cdef const unsigned char *b = &buf[0] if blen > 0 else NULL
+    if tlen.shape[0] != n or rep.shape[0] < n:
+        raise ValueError(f"tpos ({n}), tlen ({tlen.shape[0]}) and rep ({rep.shape[0]}) disagree")
+    for i in range(n):
+        if tpos[i] < 0 or tlen[i] < 0 or tpos[i] > blen - tlen[i]:
+            raise ValueError(f"topic {i} at [{tpos[i]}, {tpos[i]} + {tlen[i]}) lies outside a buffer of {blen} bytes")
+    if n == 0:
+        return []
+    distinct = []
+    cdef int64_t small[64]
+    with nogil:
+        for i in range(n):
+            p = tpos[i]
+            l = tlen[i]
+            if cur >= 0 and tlen[cur] == l and memcmp(b + tpos[cur], b + p, <size_t>l) == 0:
+                rep[i] = cur
+                continue
+            r = -1
+            for k in range(min(nd, 64)):
+                if tlen[small[k]] == l and memcmp(b + tpos[small[k]], b + p, <size_t>l) == 0:
+                    r = small[k]
+                    break
+            if r < 0 and nd > 64:  # many topics in one batch: look through every earlier record
+                for k in range(i):
+                    if rep[k] == k and tlen[k] == l and memcmp(b + tpos[k], b + p, <size_t>l) == 0:
+                        r = k
+                        break
+            if r < 0:
+                r = i
+                if nd < 64:
+                    small[nd] = i
+                nd += 1
+            rep[i] = r
+            cur = r
+    for i in range(n):
+        if rep[i] == i:
+            distinct.append(i)
+    return distinct
+
+
+def sparse_points(const int64_t[::1] sizes not None, int64_t since, int64_t interval, int64_t[::1] out not None):
+    """Kafka's LogSegment rule over a run of records: an index entry goes before record i when the
+    bytes appended since the last entry exceed ``interval`` (then the count restarts at 0); record
+    sizes accumulate after the decision. Writes the entry record indexes into ``out`` and returns
+    ``(count, since)`` with the byte count after the last record."""
+    cdef Py_ssize_t n = sizes.shape[0], i, c = 0
+    if out.shape[0] < n:
+        raise ValueError(f"out holds {out.shape[0]} items, {n} needed")
+    with nogil:
+        for i in range(n):
+            if since > interval:
+                out[c] = i
+                c += 1
+                since = 0
+            since += sizes[i]
+    return c, since

@@ -39,6 +39,8 @@ from .hashing import index_key_hash, java_string_hash
 
 __all__ = [
     "dispatch_batch",
+    "topic_groups",
+    "sparse_points",
     "DISPATCH_ROWS",
     "D_TAGS_CODE",
     "D_FLAGS",
@@ -207,3 +209,44 @@ def _walk(
         if st != ST_MSG:
             break
     return count, p, status, nk
+
+
+def topic_groups(buf: Any, tpos: Any, tlen: Any, rep: Any) -> list[int]:
+    """Group records by topic bytes: ``rep[i]`` = the index of the first record of the batch whose
+    topic (``buf[tpos[i]:tpos[i] + tlen[i]]``) equals record i's. Returns the distinct first indexes
+    in order. Raises ValueError when the arrays disagree in length or a topic lies outside ``buf``."""
+    mv = memoryview(buf)
+    n, blen = len(tpos), len(mv)
+    if len(tlen) != n or len(rep) < n:
+        raise ValueError(f"tpos ({n}), tlen ({len(tlen)}) and rep ({len(rep)}) disagree")
+    ps, ls = [int(x) for x in tpos], [int(x) for x in tlen]
+    for i in range(n):
+        if ps[i] < 0 or ls[i] < 0 or ps[i] > blen - ls[i]:
+            raise ValueError(f"topic {i} at [{ps[i]}, {ps[i]} + {ls[i]}) lies outside a buffer of {blen} bytes")
+    first: dict[bytes, int] = {}
+    distinct = []
+    for i in range(n):
+        t = bytes(mv[ps[i] : ps[i] + ls[i]])
+        r = first.setdefault(t, i)
+        if r == i:
+            distinct.append(i)
+        rep[i] = r
+    return distinct
+
+
+def sparse_points(sizes: Any, since: int, interval: int, out: Any) -> tuple[int, int]:
+    """Kafka's LogSegment rule over a run of records: an index entry goes before record i when the
+    bytes appended since the last entry exceed ``interval`` (then the count restarts at 0); record
+    sizes accumulate after the decision. Writes the entry record indexes into ``out`` and returns
+    ``(count, since)`` with the byte count after the last record."""
+    n = len(sizes)
+    if len(out) < n:
+        raise ValueError(f"out holds {len(out)} items, {n} needed")
+    c = 0
+    for i, size in enumerate(sizes.tolist() if hasattr(sizes, "tolist") else sizes):
+        if since > interval:
+            out[c] = i
+            c += 1
+            since = 0
+        since += size
+    return c, since
