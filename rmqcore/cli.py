@@ -1,24 +1,92 @@
 """The ``rmqcore`` command: inspect, dump, query, verify and recover RocketMQ stores and Kafka partitions.
 
-Exit status: 0 success, 1 the data is corrupt or a lookup failed, 2 usage errors.
-Every ``--json`` output is one JSON object per line.
+Exit status, the same for every command:
+
+* 0 -- success.
+* 1 -- the store is the problem, or the command found nothing it defines as a result: corrupt data,
+  an unclean store that ``verify`` reports, a lock held by another process, an unknown consume
+  queue, a missing checkpoint file, a key ``query`` that matched no message.
+* 2 -- the invocation is the problem: bad or missing arguments, a directory that does not exist or
+  is not a store root, geometry options that do not fit the files, a missing benchmark script.
+
+Errors are one line on stderr, ``rmqcore: error: <what happened>; <what to do>``, never a traceback
+for rmqcore's own errors (:class:`~rmqcore.errors.RmqError`) or the operating system's (``OSError``).
+Every ``--json`` output is one JSON object per line on stdout; progress bars (``verify``,
+``recover``) go to stderr, only when stderr is a terminal or ``--progress`` is given. Read-only
+commands (everything but ``recover``) change nothing on disk: no lock, no abort file, no recovery
+writes.
 """
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from . import layout as L
 from .commitlog import Blank, CommitLog, ScanStop
-from .errors import RmqError
+from .errors import (
+    ConfigError,
+    CorruptionError,
+    InvalidMessageError,
+    OffsetOutOfRangeError,
+    RmqError,
+    StoreLockedError,
+)
 from .message import MessageExt, format_host
 
-__all__ = ["main", "message_to_json"]
+__all__ = ["main", "run", "message_to_json", "CliError", "EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE"]
+
+EXIT_OK = 0
+EXIT_PROBLEM = 1  # the store (data or state) is the problem, or nothing was found
+EXIT_USAGE = 2  # the invocation is the problem
+
+READ_ONLY_COMMANDS = "info, stats, verify, dump, query, get, offset-by-time"
+
+
+class CliError(Exception):
+    """A failure the command reports as one line: ``what`` happened; ``todo`` says what to do."""
+
+    def __init__(self, what: str, todo: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(f"{what}; {todo}")
+        self.what = what
+        self.todo = todo
+        self.code = code
+
+
+def error_line(what: str, todo: str) -> str:
+    """The one-line error format of every rmqcore command."""
+    return f"rmqcore: error: {what}; {todo}"
+
+
+def _say_error(what: str, todo: str) -> None:
+    sys.stderr.write(error_line(what, todo) + "\n")
+    sys.stderr.flush()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with rmqcore's one-line usage errors (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, error_line(message, f"see `{self.prog} --help`") + "\n")
+
+
+def _store_root(args: argparse.Namespace, need_commitlog: bool = True) -> Path:
+    """The STORE_DIR argument, checked: it exists, is a directory and (by default) holds commitlog/."""
+    store = Path(args.store_dir)
+    if not store.exists():
+        raise CliError(f"{store} does not exist", "pass the root directory of a RocketMQ store")
+    if not store.is_dir():
+        raise CliError(f"{store} is not a directory", "pass the root directory of a RocketMQ store")
+    if need_commitlog and not (store / "commitlog").is_dir():
+        raise CliError(f"{store} has no commitlog/ directory",
+                       "pass a store root (the directory holding commitlog/, consumequeue/, index/)")
+    return store
 
 
 def _detect_file_size(directory: Path, default: int) -> int:
@@ -30,6 +98,16 @@ def _detect_file_size(directory: Path, default: int) -> int:
                 if size > 0:
                     return size
     return default
+
+
+def _iso(ms: int) -> str:
+    """A store time (ms since the epoch) as ISO 8601 UTC; ``-`` for 0 (never set)."""
+    if ms <= 0:
+        return "-"
+    try:
+        return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return "out of range"
 
 
 def _text(b: bytes) -> str:
@@ -73,10 +151,7 @@ def _emit(obj: dict[str, Any]) -> None:
 
 
 def _cmd_dump_commitlog(args: argparse.Namespace) -> int:
-    store = Path(args.store_dir)
-    if not (store / "commitlog").is_dir():
-        print(f"rmqcore: {store} has no commitlog/ directory (is it a store root?)", file=sys.stderr)
-        return 2
+    store = _store_root(args)
     size = args.commitlog_file_size or _detect_file_size(store / "commitlog", L.DEFAULT_COMMITLOG_FILE_SIZE)
     status = 0
     with CommitLog(store, file_size=size, read_only=True, recover=False) as cl:
@@ -101,11 +176,8 @@ def _cmd_dump_commitlog(args: argparse.Namespace) -> int:
                 if args.json:
                     _emit({"type": "stop", "physical_offset": item.position, "reason": item.reason,
                            "path": item.path})
-                print(
-                    f"rmqcore: invalid record ({item.reason}) at offset {item.position} in {item.path}; "
-                    "`rmqcore recover` cuts a torn tail",
-                    file=sys.stderr,
-                )
+                _say_error(f"invalid record ({item.reason}) at offset {item.position} in {item.path}",
+                           "`rmqcore verify` reports every problem; `rmqcore recover` cuts a torn tail")
     return status
 
 
@@ -130,13 +202,21 @@ def _geometry(args: argparse.Namespace) -> dict[str, int]:
 def _open_store(args: argparse.Namespace, index: bool = False) -> Any:
     from .store import MessageStore
 
-    store = Path(args.store_dir)
-    if not (store / "commitlog").is_dir():
-        raise _Usage(f"{store} has no commitlog/ directory (is it a store root?)")
-    geometry = _geometry(args)
-    if index and "index_slots" not in geometry and "index_entries" not in geometry:
-        geometry.update(_index_geometry(store / "index"))
+    store = _store_root(args)
+    geometry = _full_geometry(args, store) if index else _geometry(args)
     return MessageStore(store, read_only=True, message_index_enable=index, **geometry)
+
+
+def _full_geometry(args: argparse.Namespace, store: Path) -> dict[str, int]:
+    """The geometry options plus the index geometry inferred from the index files when neither
+    the options nor ``rmqcore.json`` give it."""
+    from .config import load_geometry
+
+    geometry = _geometry(args)
+    saved = load_geometry(store) or {}
+    if not ({"index_slots", "index_entries"} & (geometry.keys() | saved.keys())):
+        geometry.update(_index_geometry(store / "index"))
+    return geometry
 
 
 def _index_geometry(directory: Path) -> dict[str, int]:
@@ -153,21 +233,17 @@ def _index_geometry(directory: Path) -> dict[str, int]:
             rest = size - 40 - 4 * L.DEFAULT_INDEX_SLOTS
             if rest > 0 and rest % 20 == 0:
                 return {"index_entries": rest // 20}
-            raise _Usage(f"{p}: {size} bytes does not match the default index geometry; "
-                         "pass --index-slots and --index-entries")
+            raise CliError(f"index file {p} has {size} bytes, which does not fit the default index geometry",
+                           "pass --index-slots and --index-entries (the broker's maxHashSlotNum and maxIndexNum)")
     return {}
-
-
-class _Usage(Exception):
-    pass
 
 
 def _cmd_dump_cq(args: argparse.Namespace) -> int:
     with _open_store(args) as s:
         cq = s.consume_queue(args.topic, args.queue_id)
         if cq is None:
-            print(f"rmqcore: no consume queue {args.topic}/{args.queue_id} in {args.store_dir}", file=sys.stderr)
-            return 1
+            raise CliError(f"no consume queue {args.topic}/{args.queue_id} in {args.store_dir}",
+                           "`rmqcore stats STORE_DIR` lists the topics and queues there are", EXIT_PROBLEM)
         units = cq.all_units()
         base = cq.queue.min_offset() // L.CQ_UNIT_SIZE if cq.queue.files else 0
         for i, (off, size, tags) in enumerate(zip(units["offset"].tolist(), units["size"].tolist(),
@@ -212,6 +288,9 @@ def _cmd_dump_index(args: argparse.Namespace) -> int:
 def _cmd_query(args: argparse.Namespace) -> int:
     with _open_store(args, index=True) as s:
         msgs = s.query_by_key(args.topic, args.key, args.begin, args.end, args.max, raw=args.raw)
+        if not msgs:
+            raise CliError(f"no message of topic {args.topic} has key {args.key!r} in that time window",
+                           "check the topic and key (`rmqcore dump commitlog` shows the keys)", EXIT_PROBLEM)
         for m in msgs:
             if args.json:
                 _emit(message_to_json(m))
@@ -224,9 +303,9 @@ def _cmd_query(args: argparse.Namespace) -> int:
 class _Progress:
     """A progress bar on stderr for long runs (only when stderr is a terminal or --progress)."""
 
-    def __init__(self, label: str, enabled: bool) -> None:
+    def __init__(self, label: str, forced: bool) -> None:
         self.label = label
-        self.enabled = enabled
+        self.enabled = forced or sys.stderr.isatty()
 
     def __call__(self, done: int, total: int) -> None:
         if self.enabled and total:
@@ -241,13 +320,9 @@ class _Progress:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from .verify import verify_store
 
-    store = Path(args.store_dir)
-    if not (store / "commitlog").is_dir():
-        raise _Usage(f"{store} has no commitlog/ directory (is it a store root?)")
-    geometry = _geometry(args)
-    if "index_slots" not in geometry and "index_entries" not in geometry:
-        geometry.update(_index_geometry(store / "index"))
-    rep = verify_store(store, progress=_Progress("verify", args.progress or sys.stderr.isatty()), **geometry)
+    store = _store_root(args)
+    geometry = _full_geometry(args, store)
+    rep = verify_store(store, progress=_Progress("verify", args.progress), **geometry)
     if args.json:
         _emit(rep.as_dict())
     else:
@@ -262,14 +337,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_recover(args: argparse.Namespace) -> int:
     from .store import MessageStore
 
-    store = Path(args.store_dir)
-    if not (store / "commitlog").is_dir():
-        raise _Usage(f"{store} has no commitlog/ directory (is it a store root?)")
-    geometry = _geometry(args)
-    if "index_slots" not in geometry and "index_entries" not in geometry:
-        geometry.update(_index_geometry(store / "index"))
+    store = _store_root(args)
+    geometry = _full_geometry(args, store)
     before = (store / "abort").exists()
-    prog = _Progress("recover", args.progress or sys.stderr.isatty())
+    prog = _Progress("recover", args.progress)
     with MessageStore(store, flavour=args.flavour, progress=prog, **geometry) as s:
         out = {"store": str(store), "abnormal": before, "min_offset": s.commitlog.min_offset,
                "max_offset": s.commitlog.max_offset,
@@ -286,12 +357,327 @@ def _cmd_recover(args: argparse.Namespace) -> int:
 
 def _cmd_offset_by_time(args: argparse.Namespace) -> int:
     with _open_store(args) as s:
-        print(s.offset_by_time(args.topic, args.queue, args.time, args.boundary))
+        off = s.offset_by_time(args.topic, args.queue, args.time, args.boundary)
+    if args.json:
+        _emit({"topic": args.topic, "queue_id": args.queue, "time": args.time, "boundary": args.boundary,
+               "offset": off})
+    else:
+        print(off)
     return 0
 
 
+# -- store state: flavour, checkpoint, lock ---------------------------------------------------------
+def _detect_flavour(store: Path, forced: int | None = None) -> tuple[int, str]:
+    """Which RocketMQ wrote the store (4 or 5) and why we think so; nothing is written."""
+    from .config import load_geometry
+
+    if forced is not None:
+        return forced, "--flavour"
+    saved = load_geometry(store) or {}
+    if "flavour" in saved:
+        return int(saved["flavour"]), "rmqcore.json"
+    if (store / "abort.bak").exists():
+        return 5, "abort.bak is a 5.x file"
+    if (store / "compaction").is_dir():
+        return 5, "compaction/ is a 5.x directory"
+    abort = store / "abort"
+    if abort.is_file() and abort.stat().st_size > 0:
+        return 5, "abort holds a PID, as 5.x writes it"
+    cp = store / "checkpoint"
+    if cp.is_file():
+        with open(cp, "rb") as f:
+            head = f.read(40)
+        if any(head[24:40]):
+            return 5, "checkpoint fields 4 and 5 are set"
+    return 4, "no RocketMQ 5.x marker (abort.bak, compaction/, PID in abort)"
+
+
+_CP_NAMES = (("physic_msg_timestamp", "physicMsgTimestamp", True),
+             ("logics_msg_timestamp", "logicsMsgTimestamp", True),
+             ("index_msg_timestamp", "indexMsgTimestamp", True),
+             ("master_flushed_offset", "masterFlushedOffset", False),
+             ("confirm_phy_offset", "confirmPhyOffset", False))
+
+
+def _checkpoint_info(store: Path, flavour: int) -> dict[str, Any] | None:
+    """The checkpoint's fields (three for a 4.x layout, five for 5.x); None when there is no file."""
+    from .checkpoint import StoreCheckpoint
+
+    path = store / "checkpoint"
+    if not path.is_file():
+        return None
+    cp = StoreCheckpoint(path, flavour, read_only=True)
+    out: dict[str, Any] = {"path": str(path), "size": path.stat().st_size, "layout": 5 if flavour >= 5 else 4}
+    for attr, _java, _ts in _CP_NAMES[: 5 if flavour >= 5 else 3]:
+        out[attr] = getattr(cp, attr)
+    out["min_timestamp"] = cp.min_timestamp()
+    out["min_timestamp_index"] = cp.min_timestamp_index()
+    return out
+
+
+def _checkpoint_lines(cp: dict[str, Any]) -> list[str]:
+    lines = []
+    for attr, java, is_ts in _CP_NAMES:
+        if attr in cp:
+            v = cp[attr]
+            lines.append(f"{java:<21}{v:>15}  {_iso(v)}" if is_ts else f"{java:<21}{v:>15}")
+    lines.append(f"{'minTimestamp':<21}{cp['min_timestamp']:>15}  {_iso(cp['min_timestamp'])}"
+                 "  (min(physic, logics) - 3 s: where abnormal recovery starts)")
+    return lines
+
+
+def _lock_state(store: Path) -> dict[str, Any]:
+    """Whether another process holds the store's ``lock`` (byte 0, as RocketMQ and rmqcore lock it).
+
+    Asks the kernel with F_GETLK on a read-only descriptor, so nothing is locked or created; ``held``
+    is None where that query is not available."""
+    import fcntl
+    import struct
+
+    path = store / "lock"
+    if not path.is_file():
+        return {"exists": False, "held": False, "pid": None}
+    if sys.platform.startswith("linux"):
+        fmt = "hhqqi4x"
+    elif sys.platform == "darwin":
+        fmt = "qqihh"
+    else:
+        return {"exists": True, "held": None, "pid": None}
+    if fmt.startswith("h"):
+        req = struct.pack(fmt, fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
+    else:
+        req = struct.pack(fmt, 0, 1, 0, fcntl.F_WRLCK, os.SEEK_SET)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        got = fcntl.fcntl(fd, fcntl.F_GETLK, req)
+    finally:
+        os.close(fd)
+    vals = struct.unpack(fmt, got)
+    l_type, pid = (vals[0], vals[4]) if fmt.startswith("h") else (vals[3], vals[2])
+    held = l_type != fcntl.F_UNLCK
+    return {"exists": True, "held": held, "pid": pid if held else None}
+
+
+def _cmd_dump_checkpoint(args: argparse.Namespace) -> int:
+    store = _store_root(args, need_commitlog=False)
+    flavour, why = _detect_flavour(store, args.flavour)
+    cp = _checkpoint_info(store, flavour)
+    if cp is None:
+        raise CliError(f"{store} has no checkpoint file",
+                       "a store writes it at its first flush or clean close; is this the store root?", EXIT_PROBLEM)
+    cp["layout_reason"] = why
+    if args.json:
+        _emit(cp)
+    else:
+        fields = "five fields" if cp["layout"] >= 5 else "three fields"
+        print(f"{cp['path']}: {cp['size']} bytes, RocketMQ {cp['layout']}.x layout ({fields}; {why})")
+        for line in _checkpoint_lines(cp):
+            print(line)
+    return 0
+
+
+# -- info ------------------------------------------------------------------------------------------
+def _listing(directory: Path) -> list[dict[str, Any]]:
+    """The 20-digit-named files of a CommitLog directory, in offset order, with their sizes."""
+    if not directory.is_dir():
+        return []
+    out = []
+    for p in sorted(directory.iterdir()):
+        if L.file_name_to_offset(p.name) is not None and p.is_file():
+            out.append({"name": p.name, "size": p.stat().st_size})
+    return out
+
+
+def _index_listing(directory: Path) -> list[dict[str, Any]]:
+    from .indexfile import HEADER_SIZE, IndexHeader
+
+    if not directory.is_dir():
+        return []
+    out = []
+    for p in sorted(directory.iterdir()):
+        if not (p.is_file() and p.name.isdigit()):
+            continue
+        with open(p, "rb") as f:
+            head = f.read(HEADER_SIZE)
+        row: dict[str, Any] = {"name": p.name, "size": p.stat().st_size}
+        if len(head) == HEADER_SIZE:
+            h = IndexHeader.from_buffer(head)
+            row.update(begin_timestamp=h.begin_timestamp, end_timestamp=h.end_timestamp,
+                       begin_phy_offset=h.begin_phy_offset, end_phy_offset=h.end_phy_offset,
+                       index_count=h.index_count)
+        out.append(row)
+    return out
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from .config import detect_file_size, load_geometry
+    from .store import MessageStore
+
+    store = _store_root(args)
+    flavour, flavour_reason = _detect_flavour(store)
+    saved = load_geometry(store) or {}
+    given = _geometry(args)
+    sources: dict[str, str] = {}
+    for k in ("commitlog_file_size", "cq_file_size", "index_slots", "index_entries"):
+        sources[k] = "option" if k in given else "rmqcore.json" if k in saved else ""
+    index_geo: dict[str, int] = {}
+    if not sources["index_slots"] and not sources["index_entries"]:
+        try:
+            index_geo = _index_geometry(store / "index")
+        except CliError:  # two unknowns in one file size: report what can be known
+            sources["index_slots"] = sources["index_entries"] = "unknown (pass --index-slots/--index-entries)"
+    with MessageStore(store, read_only=True, message_index_enable=False, **given) as s:
+        cfg = s.config
+        cl = s.commitlog
+        geometry: dict[str, Any] = {"commitlog_file_size": cfg.commitlog_file_size, "cq_file_size": cfg.cq_file_size}
+        for k, dname in (("commitlog_file_size", "commitlog"), ("cq_file_size", "consumequeue")):
+            sources[k] = sources[k] or ("files" if detect_file_size(store / dname) else "default")
+        if sources["index_slots"].startswith("unknown"):
+            geometry["index_slots"] = geometry["index_entries"] = None
+        else:
+            for k in ("index_slots", "index_entries"):
+                geometry[k] = index_geo.get(k, getattr(cfg, k))
+                sources[k] = sources[k] or ("index file size" if k in index_geo else "default")
+        geometry["sources"] = sources
+        cp = _checkpoint_info(store, flavour)
+        abort = store / "abort"
+        out: dict[str, Any] = {
+            "store": str(store),
+            "flavour": flavour,
+            "flavour_reason": flavour_reason,
+            "geometry": geometry,
+            "commitlog": {"files": _listing(store / "commitlog"), "min_offset": cl.min_offset,
+                          "max_offset": cl.max_offset, "flushed_offset": cl.flushed_offset,
+                          "confirm_offset": cp.get("confirm_phy_offset") if cp else None},
+            "consume_queues": {"topics": len({t for t, _q in s.consume_queues}), "queues": len(s.consume_queues)},
+            "index_files": _index_listing(store / "index"),
+            "dispatch": {"reput_from_offset": s.reput_from_offset, "lag_bytes": s.dispatch_lag},
+            "checkpoint": cp,
+            "abort": {"exists": abort.exists(),
+                      "content": abort.read_text(errors="replace").strip() if abort.is_file() else None},
+            "last_shutdown_clean": not abort.exists(),
+            "lock": _lock_state(store),
+        }
+    if args.json:
+        _emit(out)
+        return 0
+    g = out["geometry"]
+    c = out["commitlog"]
+    idx = (f"index {g['index_slots']} slots x {g['index_entries']} entries ({sources['index_slots']})"
+           if g["index_slots"] is not None else f"index geometry {sources['index_slots']}")
+    print(f"store          {store}")
+    print(f"flavour        RocketMQ {flavour}.x ({flavour_reason})")
+    print(f"geometry       commitlog file {g['commitlog_file_size']} B ({sources['commitlog_file_size']}), "
+          f"consume queue file {g['cq_file_size']} B ({sources['cq_file_size']}), {idx}")
+    print(f"commitlog      {len(c['files'])} files, {sum(f['size'] for f in c['files'])} bytes on disk")
+    for f in c["files"]:
+        print(f"                 {f['name']}  {f['size']}")
+    print(f"offsets        min {c['min_offset']}  max {c['max_offset']}  flushed {c['flushed_offset']}  "
+          f"confirm {'-' if c['confirm_offset'] is None else c['confirm_offset']}")
+    d = out["dispatch"]
+    print(f"dispatch       reput from {d['reput_from_offset']}, lag {d['lag_bytes']} bytes not in the consume queues")
+    print(f"consume queues {out['consume_queues']['topics']} topics, {out['consume_queues']['queues']} queues")
+    print(f"index files    {len(out['index_files'])}")
+    for f in out["index_files"]:
+        extra = (f"  {max(f['index_count'], 1) - 1} entries, stores {_iso(f['begin_timestamp'])} .. "
+                 f"{_iso(f['end_timestamp'])}" if "index_count" in f else "  (no header)")
+        print(f"                 {f['name']}  {f['size']}{extra}")
+    if cp is None:
+        print("checkpoint     none")
+    else:
+        print(f"checkpoint     {cp['size']} bytes, {cp['layout']}.x layout")
+        for line in _checkpoint_lines(cp):
+            print(f"                 {line}")
+    if out["last_shutdown_clean"]:
+        print("last shutdown  clean (no abort file)")
+    else:
+        print("last shutdown  ABNORMAL (abort file present): opening it runs crash recovery; `rmqcore recover` does it")
+    lk = out["lock"]
+    state = ("no lock file" if not lk["exists"] else "unknown on this platform" if lk["held"] is None
+             else f"HELD by pid {lk['pid']} (a broker or writer has the store open)" if lk["held"] else "not held")
+    print(f"lock           {state}")
+    return 0
+
+
+# -- stats -----------------------------------------------------------------------------------------
+def _cmd_stats(args: argparse.Namespace) -> int:
+    with _open_store(args) as s:
+        cl_min = s.commitlog.min_offset
+        rows = []
+        for (topic, qid), cq in sorted(s.consume_queues.items()):
+            if args.topic is not None and topic != args.topic:
+                continue
+            lo, hi = cq.min_offset, cq.max_offset
+            units = cq.all_units()
+            base = cq.queue.min_offset() // L.CQ_UNIT_SIZE if cq.queue.files else 0
+            live = units[max(lo - base, 0): max(hi - base, 0)]
+            real = ~((live["offset"] == 0) & (live["size"] == 0x7FFFFFFF)) & (live["offset"] >= cl_min)
+            first = cq.get(lo) if hi > lo else None
+            last = cq.get(hi - 1) if hi > lo else None
+            rows.append({
+                "type": "queue", "topic": topic, "queue_id": qid, "min_offset": lo, "max_offset": hi,
+                "messages": hi - lo, "bytes": int(live["size"][real].sum()),
+                "earliest_store_time": s.store_time_of(first[0]) if first and first[0] >= cl_min else None,
+                "latest_store_time": s.store_time_of(last[0]) if last and last[0] >= cl_min else None,
+            })
+    times = [r["earliest_store_time"] for r in rows if r["earliest_store_time"] is not None]
+    ends = [r["latest_store_time"] for r in rows if r["latest_store_time"] is not None]
+    total = {"type": "total", "topics": len({r["topic"] for r in rows}), "queues": len(rows),
+             "messages": sum(r["messages"] for r in rows), "bytes": sum(r["bytes"] for r in rows),
+             "earliest_store_time": min(times) if times else None, "latest_store_time": max(ends) if ends else None}
+    if args.topic is not None and not rows:
+        raise CliError(f"no consume queue of topic {args.topic} in {args.store_dir}",
+                       "run `rmqcore stats STORE_DIR` without --topic to list the topics", EXIT_PROBLEM)
+    if args.json:
+        for r in rows:
+            _emit(r)
+        _emit(total)
+        return 0
+    w = max([len("topic")] + [len(r["topic"]) for r in rows])
+    print(f"{'topic':<{w}} {'queue':>5} {'min':>10} {'max':>10} {'messages':>10} {'bytes':>12}  "
+          f"{'earliest store time':<29} latest store time")
+    for r in rows:
+        print(f"{r['topic']:<{w}} {r['queue_id']:>5} {r['min_offset']:>10} {r['max_offset']:>10} "
+              f"{r['messages']:>10} {r['bytes']:>12}  {_iso(r['earliest_store_time'] or 0):<29} "
+              f"{_iso(r['latest_store_time'] or 0)}")
+    print(f"total: {total['topics']} topics, {total['queues']} queues, {total['messages']} messages, "
+          f"{total['bytes']} bytes, stored {_iso(total['earliest_store_time'] or 0)} .. "
+          f"{_iso(total['latest_store_time'] or 0)}")
+    return 0
+
+
+# -- bench -----------------------------------------------------------------------------------------
+def _cmd_bench(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from . import peerbench
+
+    path, tried = peerbench.find_peers_script(args.peers_script)
+    if path is None:
+        raise CliError(f"the peer benchmark script peers.py was not found (looked at {', '.join(tried)})",
+                       "pass --peers-script PATH, or set RMQCORE_SHARED to the directory holding tools/peers.py")
+    for opt in ("n", "repeat", "lookups"):
+        v = getattr(args, opt)
+        if v is not None and v <= 0:
+            raise CliError(f"--{opt} must be positive, not {v}", "see `rmqcore bench --help`")
+    cmd = [sys.executable, peerbench.__file__]
+    for opt in ("n", "peers", "repeat", "lookups", "max_seconds", "workdir", "json"):
+        v = getattr(args, opt)
+        if v is not None:
+            cmd += [f"--{opt.replace('_', '-')}", str(v)]
+    env = dict(os.environ, **{peerbench.PEERS_ENV: str(path)})
+    pkg_parent = str(Path(peerbench.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    sys.stdout.flush()
+    rc = subprocess.run(cmd, env=env).returncode
+    if rc != 0:
+        raise CliError(f"the benchmark exited with status {rc}", "see its messages above", EXIT_PROBLEM)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rmqcore", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="rmqcore", description=__doc__.splitlines()[0],
+                     epilog="Exit status: 0 ok, 1 the store has problems or nothing was found, 2 usage error.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     dump = sub.add_parser("dump", help="print the contents of store files")
@@ -317,6 +703,26 @@ def build_parser() -> argparse.ArgumentParser:
     dix.add_argument("--json", action="store_true", help="one JSON object per line")
     _add_geometry(dix)
     dix.set_defaults(func=_cmd_dump_index)
+
+    dcp = dsub.add_parser("checkpoint", help="the checkpoint file's fields (4.x: three, 5.x: five)")
+    dcp.add_argument("store_dir")
+    dcp.add_argument("--flavour", type=int, choices=(4, 5), default=None,
+                     help="read the 4.x (three-field) or 5.x (five-field) layout (default: detected)")
+    dcp.add_argument("--json", action="store_true", help="one JSON object")
+    dcp.set_defaults(func=_cmd_dump_checkpoint)
+
+    inf = sub.add_parser("info", help="geometry, files, offsets, dispatch lag, checkpoint, abort and lock; read-only")
+    inf.add_argument("store_dir")
+    inf.add_argument("--json", action="store_true", help="one JSON object")
+    _add_geometry(inf)
+    inf.set_defaults(func=_cmd_info)
+
+    sts = sub.add_parser("stats", help="messages, offsets, bytes and store times per topic/queue; read-only")
+    sts.add_argument("store_dir")
+    sts.add_argument("--topic", default=None, help="only this topic's queues")
+    sts.add_argument("--json", action="store_true", help="one JSON object per queue, then the totals")
+    _add_geometry(sts)
+    sts.set_defaults(func=_cmd_stats)
 
     qry = sub.add_parser("query", help="messages by key (KEYS token or UNIQ_KEY), in physical order")
     qry.add_argument("store_dir")
@@ -365,6 +771,7 @@ def build_parser() -> argparse.ArgumentParser:
     obt.add_argument("--time", type=int, required=True, help="milliseconds since the epoch")
     obt.add_argument("--boundary", choices=("lower", "upper", "nearest"), default="lower",
                      help="lower: first message at/after; upper: last at/before; nearest: RocketMQ 4.x")
+    obt.add_argument("--json", action="store_true", help="one JSON object")
     _add_geometry(obt)
     obt.set_defaults(func=_cmd_offset_by_time)
 
@@ -374,22 +781,62 @@ def build_parser() -> argparse.ArgumentParser:
         kafka_cli = None  # type: ignore[assignment]
     if kafka_cli is not None and hasattr(kafka_cli, "register"):
         kafka_cli.register(sub)
+
+    bch = sub.add_parser("bench", help="rmqcore beside sqlite3, lmdb, rocksdict... on one workload (peers.py)")
+    bch.add_argument("--n", type=int, default=None, help="messages per workload (peers.py default 200,000)")
+    bch.add_argument("--peers", default=None, help="comma-separated peers (default: every one peers.py knows)")
+    bch.add_argument("--repeat", type=int, default=None, help="repetitions per peer (default 3)")
+    bch.add_argument("--lookups", type=int, default=None, help="W3 key lookups (default 1,000,000)")
+    bch.add_argument("--max-seconds", type=float, default=None, help="cap per workload per run (default 60)")
+    bch.add_argument("--workdir", default=None, help="where the peers' stores go (default: a temp dir)")
+    bch.add_argument("--json", metavar="PATH", default=None, help="also write every run and the summary here")
+    bch.add_argument("--peers-script", metavar="PATH", default=None,
+                     help="shared/tools/peers.py (default: $RMQCORE_SHARED/tools/peers.py, then beside the checkout)")
+    bch.set_defaults(func=_cmd_bench)
     return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed command; every failure becomes one stderr line and an exit status (module docstring)."""
+    try:
+        return int(args.func(args))
+    except CliError as e:
+        _say_error(e.what, e.todo)
+        return e.code
+    except StoreLockedError as e:
+        _say_error(str(e), f"stop the process that has the store open, or use a read-only command ({READ_ONLY_COMMANDS})")
+        return EXIT_PROBLEM
+    except CorruptionError as e:
+        _say_error(str(e), "`rmqcore verify STORE_DIR` reports every problem; `rmqcore recover STORE_DIR` cuts a torn tail")
+        return EXIT_PROBLEM
+    except ConfigError as e:
+        _say_error(str(e), "check --commitlog-file-size, --cq-file-size, --index-slots and --index-entries "
+                           "against the broker's settings (they default to rmqcore.json, then the files)")
+        return EXIT_USAGE
+    except (InvalidMessageError, OffsetOutOfRangeError) as e:
+        _say_error(str(e), f"check the arguments (`rmqcore {args.command} --help`)")
+        return EXIT_USAGE
+    except RmqError as e:
+        _say_error(str(e), "`rmqcore verify STORE_DIR` reports the state of a store")
+        return EXIT_PROBLEM
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, and keep Python from complaining at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except OSError as e:
+        what = f"{e.strerror or e}: {e.filename}" if e.filename else str(e.strerror or e)
+        _say_error(what, "check the path and its permissions")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _say_error("interrupted", "run the command again (recover too: recovery can be repeated)")
+        return 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except _Usage as e:
-        print(f"rmqcore: {e}", file=sys.stderr)
-        return 2
-    except RmqError as e:
-        print(f"rmqcore: {e}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@
   (LogSegment.translateOffset across segments; nulls when none); ``--timestamp MS`` prints
   ``{"timestamp", "offset"}`` (findOffsetByTimestamp; nulls when none).
 
-Exit status: 0 success, 1 corrupt data (message on stderr with path and offset), 2 usage errors.
+Exit status: 0 success, 1 corrupt data (message on stderr with path and offset), 2 usage errors;
+errors are one line, ``rmqcore: error: <what happened>; <what to do>`` (see :mod:`rmqcore.cli`).
 The lead's ``rmqcore`` command mounts this through :func:`register`; ``python -m rmqcore.kafka.cli``
 runs it standalone through :func:`main`.
 """
@@ -152,10 +153,18 @@ def _dump_segment(seg: LogSegment, out: _Out, errors: list[str]) -> None:
         )
 
 
+_CORRUPT_TODO = "Kafka's recovery would truncate the segment there; the data before it is readable"
+
+
+def _error(what: str, todo: str) -> None:
+    sys.stderr.write(f"rmqcore: error: {what}; {todo}\n")
+
+
 def _open_log(args: argparse.Namespace) -> KafkaLog | int:
     d = Path(args.partition_dir)
     if not d.is_dir():
-        sys.stderr.write(f"rmqcore kafka {args.kafka_command}: error: {d} is not a directory\n")
+        what = "does not exist" if not d.exists() else "is not a directory"
+        _error(f"{d} {what}", "pass a Kafka partition directory (the one holding 00000000000000000000.log)")
         return 2
     return KafkaLog(d, writable=False)
 
@@ -174,7 +183,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
         log.close()
     sys.stdout.flush()
     for e in errors:
-        sys.stderr.write(f"rmqcore kafka dump: corrupt data: {e}\n")
+        _error(f"corrupt data: {e}", _CORRUPT_TODO)
     return 1 if errors else 0
 
 
@@ -205,7 +214,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
                 obj = {"timestamp": r.timestamp, "offset": r.offset}
                 text = f"timestamp {args.timestamp}: offset {r.offset} (record timestamp {r.timestamp})"
     except RmqError as e:
-        sys.stderr.write(f"rmqcore kafka lookup: corrupt data: {e}\n")
+        _error(f"corrupt data: {e}", _CORRUPT_TODO)
         return 1
     finally:
         log.close()
@@ -241,7 +250,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Standalone entry point: ``python -m rmqcore.kafka.cli dump|lookup ...``."""
-    parser = argparse.ArgumentParser(prog="rmqcore kafka", description=__doc__.split("\n\n")[0])
+    from rmqcore.cli import _Parser, run
+
+    parser = _Parser(prog="rmqcore kafka", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="kafka_command", metavar="{dump,lookup}")
     sub.required = True
     _add_commands(sub)
@@ -249,10 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse: 2 for usage errors, 0 for --help
         return int(e.code) if isinstance(e.code, int) else 2
-    try:
-        return int(args.func(args))
-    except BrokenPipeError:
-        return 0
+    args.command = "kafka"
+    return run(args)
 
 
 if __name__ == "__main__":
