@@ -208,6 +208,11 @@ class MessageStore:
         self._rep = np.empty(_DISPATCH_BATCH, dtype=np.int64)
         self._lut = np.empty(_DISPATCH_BATCH, dtype=np.int64)
         self._topic_ids: dict[bytes, int] = {}
+        self._keylookup = _impl.kernel("keylookup", self.impl)
+        self._max_batch = cfg.max_msgs_num_batch
+        self._lookup: Any = None
+        self._lookup_files: Any = None
+        self._lookup_ncl = 0
         self._last_dispatched_ts = 0
         self._topic_names: list[str] = []
         self._offsets: dict[str, dict[int, int]] = {}
@@ -747,6 +752,11 @@ class MessageStore:
         self._check_open()
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
+        if not raw:
+            offs = self._exact_offsets(topic, key, begin, end, max_num, False)
+            if offs is not None:  # the native one-call path; CRC already checked there
+                read = self.commitlog.read
+                return [read(off) for off in offs]
         offsets = self.query_offsets(topic, key, begin, end, max_num)
         out = []
         for off in offsets:
@@ -757,6 +767,67 @@ class MessageStore:
             if raw or (m.topic == topic and (m.uniq_key == key or key in m.keys)):
                 out.append(m)
         return out
+
+    def lookup(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1) -> bytes | None:
+        """The stored body of the newest message of ``topic`` whose KEYS token or UNIQ_KEY is ``key``
+        (None when there is none): ``query_by_key`` for key-value use, in one native call per
+        lookup. Collisions are dropped and the record's CRC is checked, as ``query_by_key`` does.
+
+        Raises:
+            ConfigError: the message index is disabled.
+            CorruptionError: a record the index points at is corrupt.
+        """
+        q = self.commitlog.queue
+        cl_end = q.max_offset()
+        if self.reput_from_offset < cl_end:
+            self._caught_up()
+        lk = self._lookup
+        if lk is None or self._lookup_files is not self.index._files or self._lookup_ncl != len(q.files):
+            self._check_open()
+            if self.index is None:
+                raise ConfigError("the message index is disabled (message_index_enable=False)")
+            lk = self._build_lookup()
+        ok, got = lk.find(topic, key, begin, end, self._max_batch, 0, cl_end, True, True)
+        if ok:
+            return got  # type: ignore[no-any-return]
+        found = self.query_by_key(topic, key, begin, end, self.config.max_msgs_num_batch)
+        return found[-1].body if found else None
+
+    def _exact_offsets(self, topic: str, key: str, begin: int, end: int, max_num: int, newest_body: bool) -> Any:
+        """KeyLookup.find through the cached lookup; None (False with ``newest_body``) when the
+        general path must answer."""
+        self._caught_up()
+        index = self.index
+        if index is None:
+            raise ConfigError("the message index is disabled (message_index_enable=False)")
+        lk = self._lookup
+        cl = self.commitlog
+        files = cl.queue.files
+        if lk is None or self._lookup_files is not index._files or self._lookup_ncl != len(files):
+            lk = self._build_lookup()
+        ok, answer = lk.find(topic, key, begin, end, min(max_num, self.config.max_msgs_num_batch),
+                             files[0].file_from_offset if files else 0, cl.max_offset, True, newest_body)
+        if ok:
+            return answer
+        return False if newest_body else None
+
+    def _build_lookup(self) -> Any:
+        self._drop_lookup()
+        index, files = self.index, self.commitlog.queue.files
+        assert index is not None
+        ifiles = index._files
+        steps = ifiles[0].max_steps if ifiles else index.max_entries
+        lk = self._keylookup.KeyLookup(
+            [f._mm for f in ifiles], index.slot_count, index.max_entries, steps,
+            [mf.mm for mf in files], [mf.file_from_offset for mf in files])
+        self._lookup, self._lookup_files, self._lookup_ncl = lk, ifiles, len(files)
+        return lk
+
+    def _drop_lookup(self) -> None:
+        """Release the lookup's buffers (before any file is unmapped)."""
+        lk, self._lookup, self._lookup_files = self._lookup, None, None
+        if lk is not None:
+            lk.release()
 
     def query_offsets(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1, max_num: int = 64) -> list[int]:
         """The raw index answer of queryMessage: physical offsets sorted ascending (hash matches only)."""
@@ -926,6 +997,7 @@ class MessageStore:
         if not (time_up or ratio > cfg.disk_max_used_space_ratio or force or clean_now):
             return []
         self._caught_up()
+        self._drop_lookup()
         with self._dispatch_lock:
             deleted = []
             reserve_ms = cfg.file_reserved_time_hours * 3600 * 1000
@@ -1045,6 +1117,7 @@ class MessageStore:
                         pass
         finally:
             self._closed = True
+            self._drop_lookup()
             if self.segindex is not None:
                 self.segindex.close()
                 self.segindex = None

@@ -1,0 +1,235 @@
+# cython: language_level=3
+"""Exact key lookup over IndexFiles and the CommitLog: native twin of ``rmqcore._pure.keylookup``
+(see it for the contract).
+
+``KeyLookup`` acquires every buffer once, when the store builds it, and keeps them exported until
+``release()`` (the store releases it before any file is unmapped, and rebuilds it when files come
+or go), so a query is one call: hash ``topic#key`` over the str's UTF-8 (Java's UTF-16 units),
+walk the index chains (``csrc/rmq_index.c``), validate each hit's record (``rmq_check_record``)
+and re-check topic and key on the raw bytes (``csrc/rmq_lookup.c``). The GIL is held: a query is
+about a microsecond, and holding it keeps ``release()`` from running under a walk.
+"""
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memset
+
+__all__ = ["KeyLookup", "props_have_key"]
+
+cdef extern from "Python.h":
+    int _get_buffer "PyObject_GetBuffer"(object obj, Py_buffer *view, int flags) except -1
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+
+cdef extern from "rmq_hash.h" nogil:
+    int32_t rmq_hash_as_int32(uint32_t h)
+    int32_t rmq_index_key_hash(int32_t hash_code)
+
+cdef extern from "rmq_dispatch.h" nogil:
+    uint32_t rmq_java_hash_utf8(uint32_t h, const unsigned char *s, size_t n, int *bad)
+    int rmq_utf8_valid(const unsigned char *s, size_t n)
+
+cdef extern from "rmq_lookup.h" nogil:
+    int rmq_props_have_key(const unsigned char *props, size_t n, const unsigned char *key, size_t klen)
+
+cdef extern from "rmq_codec.h" nogil:
+    int RMQ_ST_MSG
+    int RMQ_ST_END
+    int RMQ_ST_BLANK
+    ctypedef struct rmq_record:
+        int64_t pos
+        int64_t size
+        int64_t body_pos
+        int64_t body_len
+        int64_t topic_pos
+        int64_t topic_len
+        int64_t props_pos
+        int64_t props_len
+    int rmq_check_record(const unsigned char *buf, int64_t pos, int64_t limit, int verify_crc, int64_t *size,
+                         rmq_record *rec)
+
+cdef extern from "rmq_index.h" nogil:
+    enum:
+        RMQ_INDEX_OK
+    ctypedef struct rmq_index_header:
+        int64_t begin_timestamp
+        int64_t end_timestamp
+        int64_t begin_phy_offset
+        int64_t end_phy_offset
+        int32_t hash_slot_count
+        int32_t index_count
+    ctypedef struct rmq_index_walk:
+        int32_t next
+        int32_t index_count
+        int64_t begin_ts
+        uint64_t steps_left
+        uint64_t results_left
+    uint64_t rmq_index_file_size(uint32_t slots, uint32_t entries)
+    void rmq_index_read_header(const unsigned char *buf, rmq_index_header *h)
+    int rmq_index_check(const unsigned char *buf, size_t len, uint32_t slots, uint32_t entries)
+    void rmq_index_walk_start(const unsigned char *buf, uint32_t slots, int32_t key_hash, uint64_t max_num,
+                              uint64_t max_steps, rmq_index_walk *w)
+    size_t rmq_index_walk_run(const unsigned char *buf, uint32_t slots, uint32_t entries, int32_t key_hash,
+                              int64_t begin, int64_t end, rmq_index_walk *w, int64_t *out, size_t cap)
+
+DEF STACK_HITS = 64
+
+
+def props_have_key(const unsigned char[::1] props, const unsigned char[::1] key):
+    """1 when ``props`` names ``key`` as UNIQ_KEY or as a KEYS token, 0 when not, -1 when the
+    properties are not valid UTF-8 (see csrc/rmq_lookup.h)."""
+    cdef const unsigned char *p = &props[0] if props.shape[0] else <const unsigned char *>b""
+    cdef const unsigned char *k = &key[0] if key.shape[0] else <const unsigned char *>b""
+    return rmq_props_have_key(p, <size_t>props.shape[0], k, <size_t>key.shape[0])
+
+
+cdef class KeyLookup:
+    cdef Py_buffer *_idx
+    cdef Py_ssize_t _nidx
+    cdef Py_buffer *_cl
+    cdef int64_t *_from
+    cdef Py_ssize_t _ncl
+    cdef uint32_t _slots, _entries
+    cdef uint64_t _steps
+
+    def __cinit__(self, index_buffers, slot_count, max_entries, max_steps, commitlog_buffers, commitlog_froms):
+        self._idx = NULL
+        self._cl = NULL
+        self._from = NULL
+        self._nidx = self._ncl = 0
+
+    def __init__(self, index_buffers, slot_count, max_entries, max_steps, commitlog_buffers, commitlog_froms):
+        cdef Py_ssize_t i
+        idx, cls, froms = list(index_buffers), list(commitlog_buffers), [int(f) for f in commitlog_froms]
+        if len(cls) != len(froms):
+            raise ValueError("commitlog_buffers and commitlog_froms differ in length")
+        if not (1 <= slot_count <= 0x7FFFFFFF and 1 <= max_entries <= 0x7FFFFFFF and max_steps >= 0):
+            raise ValueError(f"bad geometry: {slot_count} slots, {max_entries} entries, {max_steps} steps")
+        self._slots, self._entries, self._steps = slot_count, max_entries, max_steps
+        self._idx = <Py_buffer *>PyMem_Malloc(max(1, len(idx)) * sizeof(Py_buffer))
+        self._cl = <Py_buffer *>PyMem_Malloc(max(1, len(cls)) * sizeof(Py_buffer))
+        self._from = <int64_t *>PyMem_Malloc(max(1, len(cls)) * sizeof(int64_t))
+        if self._idx == NULL or self._cl == NULL or self._from == NULL:
+            raise MemoryError()
+        for b in idx:
+            _get_buffer(b, &self._idx[self._nidx], PyBUF_SIMPLE)
+            self._nidx += 1
+            if <uint64_t>self._idx[self._nidx - 1].len < rmq_index_file_size(self._slots, self._entries):
+                raise ValueError("an index buffer is shorter than the geometry")
+        for i in range(len(cls)):
+            _get_buffer(cls[i], &self._cl[self._ncl], PyBUF_SIMPLE)
+            self._from[i] = froms[i]
+            self._ncl += 1
+
+    def release(self):
+        cdef Py_ssize_t i
+        for i in range(self._nidx):
+            PyBuffer_Release(&self._idx[i])
+        for i in range(self._ncl):
+            PyBuffer_Release(&self._cl[i])
+        self._nidx = self._ncl = 0
+        PyMem_Free(self._idx)
+        PyMem_Free(self._cl)
+        PyMem_Free(self._from)
+        self._idx = NULL
+        self._cl = NULL
+        self._from = NULL
+
+    def __dealloc__(self):
+        self.release()
+
+    def find(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, int64_t cl_min,
+             int64_t cl_end, bint verify_crc, bint newest_body):
+        cdef Py_ssize_t tlen, klen, i, j, lo, hi
+        cdef const unsigned char *t
+        cdef const unsigned char *k
+        cdef int bad = 0
+        cdef uint32_t h
+        cdef int32_t key_hash
+        cdef int64_t stack[STACK_HITS]
+        cdef int64_t *raw = stack
+        cdef int64_t nraw = 0, off, pos, limit, size, best = -1
+        cdef rmq_index_header hd
+        cdef rmq_index_walk w
+        cdef rmq_record rec
+        cdef rmq_record best_rec
+        cdef const unsigned char *buf
+        cdef const unsigned char *best_buf = NULL
+        cdef int st, m
+        if self._idx == NULL:
+            raise ValueError("the lookup was released")
+        try:
+            t = <const unsigned char *>PyUnicode_AsUTF8AndSize(topic, &tlen)
+            k = <const unsigned char *>PyUnicode_AsUTF8AndSize(key, &klen)
+        except UnicodeEncodeError:
+            return False, None
+        h = rmq_java_hash_utf8(0, t, <size_t>tlen, &bad)
+        h = rmq_java_hash_utf8(h, <const unsigned char *>b"#", 1, &bad)
+        h = rmq_java_hash_utf8(h, k, <size_t>klen, &bad)
+        key_hash = rmq_index_key_hash(rmq_hash_as_int32(h))
+        if max_num <= 0:
+            return True, (None if newest_body else [])
+        if max_num > STACK_HITS:
+            raw = <int64_t *>PyMem_Malloc(max_num * sizeof(int64_t))
+            if raw == NULL:
+                raise MemoryError()
+        try:
+            # IndexService.queryOffset: newest file first
+            for i in range(self._nidx - 1, -1, -1):
+                buf = <const unsigned char *>self._idx[i].buf
+                if rmq_index_check(buf, <size_t>self._idx[i].len, self._slots, self._entries) != RMQ_INDEX_OK:
+                    return False, None
+                rmq_index_read_header(buf, &hd)
+                if ((begin < hd.begin_timestamp and end > hd.end_timestamp)
+                        or (hd.begin_timestamp <= begin <= hd.end_timestamp)
+                        or (hd.begin_timestamp <= end <= hd.end_timestamp)):
+                    rmq_index_walk_start(buf, self._slots, key_hash, <uint64_t>(max_num - nraw), self._steps, &w)
+                    nraw += <int64_t>rmq_index_walk_run(buf, self._slots, self._entries, key_hash, begin, end, &w,
+                                                        raw + nraw, <size_t>(max_num - nraw))
+                if hd.begin_timestamp < begin or nraw >= max_num:
+                    break
+            # the re-check against each record
+            hits = None if newest_body else []
+            for i in range(nraw):
+                off = raw[i]
+                if off < cl_min or off >= cl_end or self._ncl == 0:
+                    continue
+                lo, hi = 0, self._ncl  # the last file starting at or before off
+                while hi - lo > 1:
+                    j = (lo + hi) >> 1
+                    if self._from[j] <= off:
+                        lo = j
+                    else:
+                        hi = j
+                if self._from[lo] > off:
+                    continue
+                buf = <const unsigned char *>self._cl[lo].buf
+                pos = off - self._from[lo]
+                limit = min(<int64_t>self._cl[lo].len, cl_end - self._from[lo])
+                st = rmq_check_record(buf, pos, limit, verify_crc, &size, &rec)
+                if st == RMQ_ST_BLANK or st == RMQ_ST_END:
+                    continue
+                if st != RMQ_ST_MSG:
+                    return False, None
+                if rec.topic_len != tlen or (tlen and memcmp(buf + rec.topic_pos, t, <size_t>tlen) != 0):
+                    if not rmq_utf8_valid(buf + rec.topic_pos, <size_t>rec.topic_len):
+                        return False, None
+                    continue
+                m = rmq_props_have_key(buf + rec.props_pos, <size_t>rec.props_len, k, <size_t>klen)
+                if m < 0:
+                    return False, None
+                if m:
+                    if newest_body:
+                        if off > best:
+                            best, best_rec, best_buf = off, rec, buf
+                    else:
+                        hits.append(off)
+            if newest_body:
+                if best_buf == NULL:
+                    return True, None
+                return True, PyBytes_FromStringAndSize(<const char *>best_buf + best_rec.body_pos, best_rec.body_len)
+            hits.sort()
+            return True, hits
+        finally:
+            if raw != stack:
+                PyMem_Free(raw)

@@ -1,0 +1,131 @@
+"""Exact key lookup over IndexFiles and the CommitLog: pure-Python twin of ``rmqcore._native.keylookup``.
+
+``KeyLookup`` holds the mapped index files (oldest first) and CommitLog files of a store and
+answers queryMessage in one call: the index walk of ``IndexService.queryOffset`` (newest file
+first, files outside ``[begin, end]`` skipped, the walk stopping after a file that began before
+``begin`` or once ``max_num`` hash hits are found), then the re-check of every hit against its
+record: a valid record (CRC checked when asked) of ``topic`` whose UNIQ_KEY is ``key`` or whose KEYS
+has ``key`` as a token. Hash collisions are dropped.
+
+``find`` returns ``(True, answer)``, or ``(False, None)`` when it cannot decide cheaply and exactly;
+the caller then takes the general path, which also raises the right errors: an index header
+that is impossible, a hit on invalid bytes (torn, bad magic, size or CRC), text that is not valid
+UTF-8, a key that is not encodable. ``answer`` is the ascending list of matching offsets, or with
+``newest_body`` the stored body of the match with the highest offset (None without a match).
+
+The lookup holds no locks; the store rebuilds it whenever a file is added or removed, and
+releases it before any file is unmapped.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_right
+from typing import Any
+
+from ..errors import ConfigError, IndexCorruptError
+from ..layout import ST_BLANK, ST_END, ST_MSG
+from . import codec as _codec
+from . import indexfile as _index
+from .hashing import index_key_hash
+
+__all__ = ["KeyLookup", "props_have_key"]
+
+_TIMES = struct.Struct(">qqqq")
+
+
+def _utf8(b: bytes) -> str | None:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def props_have_key(props: bytes, key: bytes) -> int:
+    """1 when ``props`` names ``key`` as UNIQ_KEY or as a KEYS token, 0 when not, -1 when the
+    properties are not valid UTF-8 (see csrc/rmq_lookup.h)."""
+    if _utf8(props) is None:
+        return -1
+    found: dict[bytes, bytes] = {}
+    for seg in props.split(b"\x02"):
+        i = seg.find(b"\x01")
+        if 0 < i < len(seg) - 1:
+            found[seg[:i]] = seg[i + 1 :]
+    if not key:
+        return 0
+    if found.get(b"UNIQ_KEY") == key:
+        return 1
+    keys = found.get(b"KEYS")
+    return 1 if keys is not None and key in keys.split(b" ") else 0
+
+
+class KeyLookup:
+    """See the module docstring. ``index_buffers`` oldest first; ``commitlog_buffers`` in offset order
+    with their global start offsets ``commitlog_froms``."""
+
+    def __init__(self, index_buffers: list[Any], slot_count: int, max_entries: int, max_steps: int,
+                 commitlog_buffers: list[Any], commitlog_froms: list[int]) -> None:
+        if len(commitlog_buffers) != len(commitlog_froms):
+            raise ValueError("commitlog_buffers and commitlog_froms differ in length")
+        self._idx = list(index_buffers)
+        self._slots, self._entries, self._steps = int(slot_count), int(max_entries), int(max_steps)
+        self._cl = list(commitlog_buffers)
+        self._from = [int(f) for f in commitlog_froms]
+        for b in self._idx:
+            if len(memoryview(b)) < _index.index_file_size(self._slots, self._entries):
+                raise ValueError("an index buffer is shorter than the geometry")
+
+    def release(self) -> None:
+        self._idx, self._cl, self._from = [], [], []
+
+    def find(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_min: int, cl_end: int,
+             verify_crc: bool, newest_body: bool) -> tuple[bool, Any]:
+        try:
+            tb, kb = topic.encode("utf-8"), key.encode("utf-8")
+        except UnicodeEncodeError:
+            return False, None
+        h = index_key_hash(topic + "#" + key)
+        raw: list[int] = []
+        for buf in reversed(self._idx):
+            b, e, _, _ = _TIMES.unpack_from(buf, 0)
+            try:
+                if (begin < b and end > e) or b <= begin <= e or b <= end <= e:
+                    raw += _index.index_select(buf, self._slots, self._entries, h, begin, end, max_num - len(raw),
+                                               self._steps)
+            except (IndexCorruptError, ConfigError, ValueError):  # the general path reports it
+                return False, None
+            if b < begin or len(raw) >= max_num:
+                break
+        hits: list[int] = []
+        best_body: bytes | None = None
+        for off in raw:
+            if off < cl_min or off >= cl_end:
+                continue
+            j = bisect_right(self._from, off) - 1
+            if j < 0:
+                continue
+            buf, base = self._cl[j], self._from[j]
+            limit = min(len(memoryview(buf)), cl_end - base)
+            st, _size = _codec.check_record(buf, off - base, limit, verify_crc)
+            if st in (ST_BLANK, ST_END):
+                continue
+            if st != ST_MSG:
+                return False, None
+            rec = _codec.decode_record(buf, off - base, limit, False)
+            assert rec is not None
+            body, rtopic, props = rec[16], rec[17], rec[18]
+            if rtopic != tb:
+                if _utf8(rtopic) is None:
+                    return False, None
+                continue
+            m = props_have_key(props, kb)
+            if m < 0:
+                return False, None
+            if m:
+                hits.append(off)
+                if newest_body and off == max(hits):
+                    best_body = body
+        if newest_body:
+            return True, best_body
+        hits.sort()
+        return True, hits

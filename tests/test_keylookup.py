@@ -1,0 +1,167 @@
+"""Exact key lookup (``KeyLookup``, ``MessageStore.lookup`` and ``query_by_key``'s native path).
+
+The one-call path must give exactly what the general path gives (index walk, then each hit read,
+CRC-checked and re-checked against topic, KEYS tokens and UNIQ_KEY), fall back to it where it
+cannot decide, and never hold a file open across a roll, a deletion or close.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmqcore import _impl
+from rmqcore.errors import CorruptionError, StoreClosedError
+from rmqcore.message import parse_properties
+from rmqcore.store import MessageStore
+from tests.conftest import IMPLS
+
+GEOM = dict(commitlog_file_size=4096, cq_file_size=200, index_slots=17, index_entries=40)
+
+
+def reference_has_key(props: bytes, key: bytes) -> int:
+    """What MessageExt.uniq_key / .keys say, from the decoded text."""
+    try:
+        text = props.decode("utf-8")
+    except UnicodeDecodeError:
+        return -1
+    p = parse_properties(text)
+    k = key.decode("utf-8", "replace")
+    ks = p.get("KEYS")
+    return int(p.get("UNIQ_KEY") == k or (ks is not None and k in [t for t in ks.split(" ") if t]))
+
+
+seg = st.one_of(
+    st.sampled_from([b"KEYS", b"UNIQ_KEY", b"TAGS", b"K", b""]),
+    st.binary(max_size=4),
+)
+value = st.lists(st.sampled_from([b"a", b"b", b"ab", b" ", b"", b"\x01", b"\xff", "é".encode()]), max_size=5).map(b"".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pairs=st.lists(st.tuples(seg, value), max_size=5), key=st.sampled_from([b"a", b"b", b"ab", b"", b"a b", b"\x01"]),
+       trailing=st.booleans())
+def test_props_have_key_twins_match_the_decoded_reading(pairs: list[tuple[bytes, bytes]], key: bytes,
+                                                        trailing: bool) -> None:
+    props = b"\x02".join(n + b"\x01" + v for n, v in pairs) + (b"\x02" if trailing and pairs else b"")
+    want = reference_has_key(props, key)
+    for name in IMPLS:
+        assert _impl.kernel("keylookup", name).props_have_key(props, key) == want
+
+
+def _fill(s: MessageStore) -> list[Any]:
+    out = []
+    for i in range(120):
+        # "Aa" and "BB" share Java's String.hashCode, so T#Aa and T#BB share an index slot and hash
+        keys = ["k%d" % i, "Aa" if i % 2 else "BB", "shared"]
+        out.append(s.put("T", b"body-%04d" % i, i % 3, keys=keys))
+    out.append(s.put("U", b"other-topic", 0, keys=["k5", "shared"]))
+    out.append(s.put("T", b"uniq", 0, properties={"UNIQ_KEY": "u-1"}))
+    return out
+
+
+def test_lookup_and_exact_queries_match_the_general_path(tmp_path: Path, impl: Any) -> None:
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        _fill(s)
+        s.dispatch()
+        assert len(s.index._files) > 1  # the index rolled: the walk crosses files
+        assert s.lookup("T", "k7") == b"body-0007"
+        assert s.lookup("U", "k5") == b"other-topic"
+        assert s.lookup("T", "u-1") == b"uniq"
+        assert s.lookup("T", "nope") is None
+        assert s.lookup("V", "k5") is None
+        # newest of several: the last "Aa" (i = 119) within the raw cut of max_msgs_num_batch
+        assert s.lookup("T", "Aa") == b"body-0119"
+        for key in ("k3", "Aa", "BB", "shared", "u-1", "nope"):
+            fast = [(m.position, m.body) for m in s.query_by_key("T", key)]
+            s._exact_offsets = lambda *a: None  # type: ignore[method-assign]  # force the general path
+            slow = [(m.position, m.body) for m in s.query_by_key("T", key)]
+            del s._exact_offsets
+            assert fast == slow
+            raw = s.query_offsets("T", key)
+            assert {p for p, _ in fast} <= set(raw)
+        # the collision: raw answers include BB's messages for Aa, exact ones do not
+        aa = s.query_by_key("T", "Aa")
+        assert aa and all(m.body[-1] in b"13579" for m in aa)
+        assert len(s.query_by_key("T", "Aa", raw=True)) > len(aa)
+
+
+def test_time_window_and_max_num(tmp_path: Path, impl: Any) -> None:
+    clock = iter(range(1_700_000_000_000, 1_700_000_000_000 + 10**9, 1000))
+    with MessageStore(tmp_path, impl=impl.name, clock=lambda: next(clock), **GEOM) as s:
+        for i in range(30):
+            s.put("T", b"m%02d" % i, 0, keys="same")
+        s.dispatch()
+        every = s.query_by_key("T", "same")
+        assert [m.body for m in every] == [b"m%02d" % i for i in range(30)]
+        few = s.query_by_key("T", "same", max_num=4)
+        assert [m.body for m in few] == [b"m%02d" % i for i in range(26, 30)]  # newest first, then sorted
+        t10 = every[10].store_timestamp
+        window = s.query_by_key("T", "same", begin=t10, end=t10 + 4000)
+        assert [m.body for m in window] == [b"m%02d" % i for i in range(10, 15)]
+        assert s.lookup("T", "same", end=t10) == b"m10"
+
+
+def test_invalid_utf8_properties_take_the_general_path(tmp_path: Path, impl: Any) -> None:
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        s.put("T", b"ok", 0, keys="k")
+        r = s.put("T", b"bad", 0, properties={"KEYS": "k", "X": "zz"})
+        s.dispatch()
+        # properties are outside the body CRC: make one value invalid UTF-8 in place
+        mf = s.commitlog.queue.find(r.physical_offset)
+        at = r.physical_offset - mf.file_from_offset
+        rec = bytes(mf.mm[at : at + r.size])
+        mf.mm[at + rec.index(b"X\x01zz") + 2] = 0xFF
+        files = s.commitlog.queue.files
+        lk = s._keylookup.KeyLookup([f._mm for f in s.index._files], s.index.slot_count, s.index.max_entries,
+                                    s.index.max_entries, [mf.mm for mf in files], [mf.file_from_offset for mf in files])
+        try:
+            assert lk.find("T", "k", 0, 2**63 - 1, 64, 0, s.commitlog.max_offset, True, False) == (False, None)
+            # a key that UTF-8 cannot encode is undecidable too
+            assert lk.find("T", "\udcff", 0, 2**63 - 1, 64, 0, s.commitlog.max_offset, True, False) == (False, None)
+        finally:
+            lk.release()
+        # the general path decodes with U+FFFD and still finds both
+        assert [m.body for m in s.query_by_key("T", "k")] == [b"ok", b"bad"]
+        assert s.lookup("T", "k") == b"bad"
+        assert s.lookup("T", "\udcff") is None
+
+
+def test_a_corrupt_record_is_reported_not_served(tmp_path: Path, impl: Any) -> None:
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        rs = [s.put("T", b"payload-%d" % i, 0, keys="k%d" % i) for i in range(5)]
+        s.dispatch()
+        assert s.lookup("T", "k2") == b"payload-2"
+        mf = s.commitlog.queue.find(rs[2].physical_offset)
+        at = rs[2].physical_offset - mf.file_from_offset
+        idx = bytes(mf.mm[at : at + rs[2].size]).index(b"payload-2")
+        mf.mm[at + idx] ^= 0x01  # a bit flip in the body: the CRC no longer matches
+        with pytest.raises(CorruptionError):
+            s.lookup("T", "k2")
+        with pytest.raises(CorruptionError):
+            s.query_by_key("T", "k2")
+        assert s.lookup("T", "k3") == b"payload-3"
+        mf.mm[at + idx] ^= 0x01
+
+
+def test_lookup_survives_rolls_deletions_and_close(tmp_path: Path, impl: Any) -> None:
+    s = MessageStore(tmp_path, impl=impl.name, delete_when="99", **GEOM)
+    for i in range(40):
+        s.put("T", b"x%03d" % i + b"." * 150, 0, keys="k%d" % i)
+    assert s.lookup("T", "k1") is not None
+    before = len(s.commitlog.queue.files)
+    for i in range(40, 200):  # new CommitLog and index files appear: the lookup is rebuilt
+        s.put("T", b"x%03d" % i + b"." * 150, 0, keys="k%d" % i)
+    assert len(s.commitlog.queue.files) > before
+    assert s.lookup("T", "k199").startswith(b"x199")
+    later = int(time.time() * 1000) + 100 * 3600 * 1000
+    assert s.clean_expired(later, force=True, usage_ratio=10)  # unmaps files the lookup had exported
+    assert s.lookup("T", "k1") is None  # its file is gone
+    assert s.lookup("T", "k199").startswith(b"x199")  # the last file always stays
+    s.close()  # no BufferError: the lookup let go first
+    with pytest.raises(StoreClosedError):
+        s.lookup("T", "k199")
