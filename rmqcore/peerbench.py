@@ -10,8 +10,8 @@ it for every child (``peers.__file__`` is pointed here), which registers the rmq
 The rmqcore peer is a MessageStore with 256 MiB CommitLog files and the index on: W1 =
 ``put(topic, body, queue, tags=, keys=)`` per message (dispatch builds consume queues, the key index
 and segment indexes before the first read); W2 = columnar read-back of every record with CRC
-verification; W3 = ``query_by_key`` (index walk + key re-check against the record) returning the
-body; W4 = ``put_batch`` with one properties string per message (KEYS, TAGS).
+verification; W3 = ``lookup`` (one native call: index walk, CRC and key re-check against the record)
+returning the body; W4 = ``put_batch`` with one properties string per message (KEYS, TAGS).
 """
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def _register(P: Any) -> None:
             return c
 
         def lookup(self, key: str) -> Any:
-            return self.store.query_by_key(TOPIC, key)[0].body
+            return self.store.lookup(TOPIC, key)
 
     P.PEER_CLASSES["rmqcore"] = RmqCore
     P.NOTES["rmqcore"] = (__doc__ or "").split("\n\n")[2].replace("\n", " ")
