@@ -51,7 +51,10 @@ class StoreConfig:
     disk_space_warning_level_ratio: int = 90  # diskSpaceWarningLevelRatio: above it, refuse writes
     clean_file_forcibly_enable: bool = True  # cleanFileForciblyEnable
     delete_file_batch_max: int = 10  # deleteFileBatchMax
-    dispatch: str = "inline"  # "inline" (put returns after dispatch) or "background" (reput thread)
+    # "auto": a reput thread dispatches while puts go on, and reads first dispatch what is pending
+    # (every read sees every earlier put); "inline": only the caller's thread, before reads and at
+    # close; "background": only the reput thread, reads see what it has dispatched (a broker)
+    dispatch: str = "auto"
     max_transfer_bytes_in_memory: int = 256 * 1024  # maxTransferBytesOnMessageInMemory
     max_transfer_count_in_memory: int = 32  # maxTransferCountOnMessageInMemory
     max_transfer_bytes_on_disk: int = 64 * 1024  # maxTransferBytesOnMessageInDisk
@@ -68,8 +71,8 @@ class StoreConfig:
             raise ConfigError("index_slots must be > 0 and index_entries > 1")
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
             raise ConfigError(f"flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")
-        if self.dispatch not in ("inline", "background"):
-            raise ConfigError(f"dispatch must be 'inline' or 'background', not {self.dispatch!r}")
+        if self.dispatch not in ("auto", "inline", "background"):
+            raise ConfigError(f"dispatch must be 'auto', 'inline' or 'background', not {self.dispatch!r}")
 
     def replace(self, **kw: Any) -> StoreConfig:
         return dataclasses.replace(self, **kw)

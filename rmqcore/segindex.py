@@ -109,6 +109,22 @@ class SegmentIndex:
         self.count, self.bytes_since, self.max_ts, self.ordinal_of_max_ts = count, since, max_ts, omax
         self.monotonic = mono
 
+    def export_state(self, out: np.ndarray) -> None:
+        """The dispatcher's view of this index (see ``Dispatcher.run``): ``out[:10]``."""
+        last_t = self.time_index.last_entry.timestamp if self.time_index.entries else -1
+        out[:10] = (self.count, self.end, self.bytes_since, self.max_ts, self.ordinal_of_max_ts,
+                    int(self.monotonic), self.floor_ts, self.interval, last_t, 1)
+
+    def import_state(self, st: np.ndarray, entries: np.ndarray, n: int) -> None:
+        """Take back what ``Dispatcher.run`` computed: the state and ``n`` new entries."""
+        if n:
+            self.offset_index.append_many(entries[0, :n], entries[1, :n])
+            grow = entries[2, :n] >= 0
+            if grow.any():
+                self.time_index.append_many(entries[2, :n][grow], entries[3, :n][grow])
+        self.count, self.end, self.bytes_since, self.max_ts = int(st[0]), int(st[1]), int(st[2]), int(st[3])
+        self.ordinal_of_max_ts, self.monotonic = int(st[4]), bool(st[5])
+
     def add_arrays(self, positions: np.ndarray, sizes: np.ndarray, timestamps: np.ndarray) -> None:
         """``add`` vectorised: the same entries, computed with numpy (one step per index entry)."""
         keep = positions >= self.end
@@ -256,15 +272,21 @@ class SegmentIndexService:
             n, end, _status = codec.decode_batch(mf.mm, pos, stop, out, False)
             if n == 0:
                 break
-            seg.add(out[L.C_POSITION, :n].tolist(), out[L.C_SIZE, :n].tolist(), out[L.C_STORE_TIMESTAMP, :n].tolist())
+            seg.add_arrays(out[L.C_POSITION, :n].copy(), out[L.C_SIZE, :n].copy(), out[L.C_STORE_TIMESTAMP, :n].copy())
             pos = end
 
-    def add(self, file_from: int, positions: Any, sizes: Any, timestamps: Any) -> None:
+    def for_file(self, file_from: int) -> SegmentIndex:
+        """The indexes of the CommitLog file at ``file_from``, for adding records to (older files'
+        indexes are then complete)."""
         seg = self._get(file_from)
         if len(self.segments) > 1:
             for f, other in self.segments.items():  # a newer file started: older ones are complete
                 if f < file_from and not other.complete:
                     other.save_state(True)
+        return seg
+
+    def add(self, file_from: int, positions: Any, sizes: Any, timestamps: Any) -> None:
+        seg = self.for_file(file_from)
         if isinstance(positions, np.ndarray):
             seg.add_arrays(positions, sizes, timestamps)
         else:

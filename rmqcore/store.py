@@ -43,6 +43,7 @@ from .errors import (
     FlushDiskTimeoutError,
     InvalidMessageError,
     OffsetOutOfRangeError,
+    RmqError,
     StoreClosedError,
     StoreLockedError,
 )
@@ -100,6 +101,7 @@ class GetResult:
 # small enough that the per-batch numpy temporaries stay under glibc's mmap threshold (128 KiB):
 # larger ones are mmapped and unmapped on every batch, a page fault per 4 KiB
 _DISPATCH_BATCH = 4000
+_REPUT_STEP = 32 * 1024 * 1024  # CommitLog bytes the reput thread dispatches per step
 
 
 def _ram_bytes() -> int:
@@ -209,6 +211,11 @@ class MessageStore:
         self._lut = np.empty(_DISPATCH_BATCH, dtype=np.int64)
         self._topic_ids: dict[bytes, int] = {}
         self._keylookup = _impl.kernel("keylookup", self.impl)
+        self._dispatcher = self._dispatch_kernel.Dispatcher()
+        self._bound: dict[tuple[bytes, int], tuple[ConsumeQueue, Any]] = {}
+        self._bound_index: Any = None
+        self._seg_state = np.zeros(10, dtype=np.int64)
+        self._seg_out = np.empty((4, 65536), dtype=np.int64)
         self._max_batch = cfg.max_msgs_num_batch
         self._lookup: Any = None
         self._lookup_files: Any = None
@@ -242,7 +249,9 @@ class MessageStore:
                 lambda: 0, lambda: 1 << 62, self._flush_logics, cfg.flush_interval_consume_queue_ms, 0, 1 << 40)
         self._stop = threading.Event()
         self._reput_thread: threading.Thread | None = None
-        if cfg.dispatch == "background" and not self.read_only:
+        self._reput_error: RmqError | None = None
+        self._read_your_writes = cfg.dispatch != "background" and not self.read_only
+        if cfg.dispatch != "inline" and not self.read_only:
             self._reput_thread = threading.Thread(target=self._reput_loop, name="rmqcore-reput", daemon=True)
             self._reput_thread.start()
 
@@ -470,7 +479,7 @@ class MessageStore:
         """Inline dispatch: before a read, dispatch whatever was put since the last one (batched)."""
         if self._closed:
             raise StoreClosedError(f"the store {self.store_dir} is closed")
-        if self._reput_thread is None and not self.read_only and self.reput_from_offset < self.commitlog.max_offset:
+        if self._read_your_writes and self.reput_from_offset < self.commitlog.max_offset:
             self.dispatch()
 
     def _check_writable(self) -> None:
@@ -523,39 +532,118 @@ class MessageStore:
         """Dispatch CommitLog records from ``reput_from_offset`` up to the end (or ``limit``).
 
         Returns how many records were dispatched. Idempotent: re-dispatching records that the
-        consume queues and index already hold changes nothing.
+        consume queues and index already hold changes nothing. The per-record work runs in the
+        native ``Dispatcher`` without the GIL; records it leaves to Python (delay topic, invalid
+        UTF-8, an out-of-order queue position) go through ``_dispatch_one``.
         """
         self._check_open()
         with self._dispatch_lock:
             cl = self.commitlog
             end = cl.max_offset if limit is None else min(limit, cl.max_offset)
-            dk = self._dispatch_kernel
-            cols, disp, keys = self._cols, self._disp, self._keys
+            dsp = self._dispatcher
+            k = self._dispatch_kernel
+            index_on = self.index is not None
+            state, seg_out = self._seg_state, self._seg_out
             n_total = 0
+            first_key = 0
             while self.reput_from_offset < end:
                 try:
                     mf = cl.queue.find(self.reput_from_offset)
                 except OffsetOutOfRangeError:
                     break
-                pos = self.reput_from_offset - mf.file_from_offset
-                stop = min(mf.wrote_position, end - mf.file_from_offset)
-                n, end_pos, status, nkeys = dk.dispatch_batch(mf.mm, pos, stop, cols, disp, keys, False)
-                if n:
-                    self._apply_dispatch(mf, n, nkeys)
-                    n_total += n
-                if status == L.ST_BLANK:
-                    nxt = mf.file_end_offset
-                elif n == 0:
-                    if status < 0 and end_pos < stop:
-                        # RocketMQ logs and stops here; recovery cuts such bytes, so report them
-                        raise_status(cl._codec, status, mf.path, end_pos)
-                    break
+                base = mf.file_from_offset
+                pos = self.reput_from_offset - base
+                stop_at = min(mf.wrote_position, end - base)
+                seg = self.segindex.for_file(base) if self.segindex is not None else None
+                if seg is not None:
+                    seg.export_state(state)
                 else:
-                    nxt = mf.file_from_offset + end_pos
-                if nxt <= self.reput_from_offset:
-                    break
+                    state[9] = 0
+                done, at, status, stop, a, b, c, d, max_ts, nseg = dsp.run(
+                    mf.mm, base, pos, stop_at, False, index_on, first_key, state, seg_out)
+                first_key = 0
+                if seg is not None:
+                    seg.import_state(state, seg_out, nseg)
+                self._sync_queues()
+                if index_on and self._bound_index is not None:
+                    self._bound_index._dirty = True
+                if max_ts > self._last_dispatched_ts:
+                    self._last_dispatched_ts = max_ts
+                n_total += done
+                nxt = base + at
+                if stop == k.STOP_QUEUE:
+                    self._bind_queue(bytes(mf.mm[a : a + b]), c, d)
+                elif stop == k.STOP_INDEX:
+                    self._bind_index()
+                    first_key = a
+                elif stop == k.STOP_SPECIAL:
+                    nxt = self._dispatch_one(mf, at)
+                    n_total += 1
+                elif stop == k.STOP_NONE:
+                    if status == L.ST_BLANK:
+                        nxt = mf.file_end_offset
+                    elif done == 0 and status < 0 and at < stop_at:
+                        # RocketMQ logs and stops here; recovery cuts such bytes, so report them
+                        raise_status(cl._codec, status, mf.path, at)
+                    if nxt <= self.reput_from_offset:
+                        break
                 self.reput_from_offset = nxt
             return n_total
+
+    def _sync_queues(self) -> None:
+        """Publish what the dispatcher wrote: each queue's write position and max physical offset."""
+        for topic_b, qid, wrote, max_phys in self._dispatcher.touched():
+            cq, mf = self._bound[(topic_b, qid)]
+            mf.wrote_position = wrote
+            cq.max_physic_offset = max_phys
+
+    def _bind_queue(self, topic_b: bytes, queue_id: int, queue_offset: int) -> None:
+        """Give the dispatcher the writable file of a queue (created, with the pre-blank fill of a
+        queue that starts past 0, when it has none; the next one when it is full)."""
+        cq = self.consume_queue(topic_b.decode("utf-8"), queue_id, create=True)
+        assert cq is not None
+        mf = cq._writable(queue_offset * L.CQ_UNIT_SIZE)
+        self._dispatcher.bind_queue(topic_b, queue_id, mf.mm, mf.file_from_offset, mf.wrote_position,
+                                    cq.max_physic_offset)
+        self._bound[(topic_b, queue_id)] = (cq, mf)
+
+    def _bind_index(self) -> None:
+        """Give the dispatcher the last index file (a new one when it is full: getAndCreateLastIndexFile)."""
+        assert self.index is not None
+        f = self.index._last_writable()
+        self._dispatcher.bind_index(f._mm, self.index.slot_count, self.index.max_entries)
+        self._bound_index = f
+
+    def _release_dispatcher(self) -> None:
+        """Let go of the files the dispatcher holds (before any of them is unmapped)."""
+        self._dispatcher.release()
+        self._bound.clear()
+        self._bound_index = None
+
+    def _dispatch_one(self, mf: Any, pos: int) -> int:
+        """The general path for the one record at ``pos`` of ``mf``; returns the offset after it.
+        Queue and index bindings are refreshed afterwards (this path writes through the objects)."""
+        n, end_pos, status, nkeys = self._dispatch_kernel.dispatch_batch(
+            mf.mm, pos, mf.wrote_position, self._cols[:, :1], self._disp[:, :1], self._keys, False)
+        if n == 0:
+            raise_status(self.commitlog._codec, status, mf.path, pos)
+        self._apply_dispatch(mf, 1, nkeys)
+        topic_b = bytes(mf.mm[int(self._cols[L.C_TOPIC_POS, 0]) : int(self._cols[L.C_TOPIC_POS, 0])
+                              + int(self._cols[L.C_TOPIC_LEN, 0])])
+        key = (topic_b, int(self._cols[L.C_QUEUE_ID, 0]))
+        if key in self._bound:
+            cq, _ = self._bound[key]
+            last = cq.queue.last()
+            if last is not None and not last.is_full():
+                self._dispatcher.bind_queue(topic_b, key[1], last.mm, last.file_from_offset, last.wrote_position,
+                                            cq.max_physic_offset)
+                self._bound[key] = (cq, last)
+            else:
+                self._dispatcher.bind_queue(topic_b, key[1], None, 0, 0, 0)
+                del self._bound[key]
+        if self.index is not None and self.index._files:
+            self._bind_index()
+        return int(mf.file_from_offset + end_pos)
 
     def _apply_dispatch(self, mf: Any, n: int, nkeys: int) -> None:
         cols = self._cols
@@ -638,17 +726,24 @@ class MessageStore:
         return tid
 
     def _reput_loop(self) -> None:
+        """ReputMessageService: dispatch what was put, in bounded steps (readers that dispatch
+        for themselves wait on the same lock), sleeping 1 ms when there is nothing to do."""
         while not self._stop.is_set():
             try:
-                if self.dispatch() == 0:
+                if self.dispatch(self.reput_from_offset + _REPUT_STEP) == 0:
                     self._stop.wait(0.001)
             except StoreClosedError:
+                return
+            except RmqError as e:  # the next dispatch on a caller's thread meets it again and raises
+                self._reput_error = e
                 return
 
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Wait until dispatch has caught up with the CommitLog (background mode)."""
         deadline = time.monotonic() + timeout
         while self.dispatch_lag > 0:
+            if self._reput_error is not None:
+                raise self._reput_error
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.0005)
@@ -999,6 +1094,7 @@ class MessageStore:
         self._caught_up()
         self._drop_lookup()
         with self._dispatch_lock:
+            self._release_dispatcher()
             deleted = []
             reserve_ms = cfg.file_reserved_time_hours * 3600 * 1000
             for mf in list(self.commitlog.queue.files[:-1]):
@@ -1118,6 +1214,7 @@ class MessageStore:
         finally:
             self._closed = True
             self._drop_lookup()
+            self._release_dispatcher()
             if self.segindex is not None:
                 self.segindex.close()
                 self.segindex = None

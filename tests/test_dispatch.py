@@ -160,7 +160,13 @@ def test_same_names_and_signatures() -> None:
     assert sorted(native.__all__) == sorted(pure.__all__)
     for name in pure.__all__:
         a, b = getattr(native, name), getattr(pure, name)
-        if callable(b):
+        if isinstance(b, type):  # the same public methods, with the same parameters
+            methods = sorted(m for m in vars(b) if not m.startswith("_"))
+            assert methods == sorted(m for m in dir(a) if not m.startswith("_"))
+            for m in methods:
+                pa = list(inspect.signature(getattr(a, m)).parameters)
+                assert pa == list(inspect.signature(getattr(b, m)).parameters), m
+        elif callable(b):
             assert list(inspect.signature(a).parameters) == list(inspect.signature(b).parameters)
         else:
             assert a == b

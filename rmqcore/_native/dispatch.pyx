@@ -9,11 +9,12 @@ taken as typed memoryviews (one acquisition per batch); any int64 buffer with st
 multiples of 8 bytes works (numpy arrays, views, Fortran order).
 """
 from libc.stdint cimport int64_t
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 from ..layout import NCOLUMNS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK, ST_END, ST_MSG, ST_TORN
 
-__all__ = ["dispatch_batch", "topic_groups", "sparse_points", "DISPATCH_ROWS", "D_TAGS_CODE", "D_FLAGS", "D_KEYS_START", "D_KEYS_COUNT",
+__all__ = ["dispatch_batch", "topic_groups", "sparse_points", "Dispatcher", "STOP_NONE", "STOP_QUEUE",
+           "STOP_SPECIAL", "STOP_INDEX", "STOP_SEG", "DISPATCH_ROWS", "D_TAGS_CODE", "D_FLAGS", "D_KEYS_START", "D_KEYS_COUNT",
            "DF_SCHEDULE", "DF_BAD_UTF8"]
 
 
@@ -38,6 +39,17 @@ cdef extern from "rmq_dispatch.h" nogil:
                            int64_t *cols, int64_t cols_rs, int64_t cols_cs, int64_t *disp, int64_t disp_rs,
                            int64_t disp_cs, int64_t *keys, int64_t keys_stride, int64_t keys_cap,
                            int64_t *count, int64_t *end_pos, int64_t *nkeys)
+
+cdef extern from "rmq_codec.h" nogil:
+    enum:
+        RMQ_C_POSITION
+        RMQ_C_SIZE
+        RMQ_C_QUEUE_ID
+        RMQ_C_QUEUE_OFFSET
+        RMQ_C_SYS_FLAG
+        RMQ_C_STORE_TIMESTAMP
+        RMQ_C_TOPIC_POS
+        RMQ_C_TOPIC_LEN
 
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object obj, int *overflow) except? -1
@@ -208,3 +220,378 @@ def sparse_points(const int64_t[::1] sizes not None, int64_t since, int64_t inte
                 since = 0
             since += sizes[i]
     return c, since
+
+
+# -- Dispatcher: ReputMessageService's whole per-record work in one nogil loop --------------------
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdint cimport int32_t, uint32_t, uint64_t
+
+cdef extern from "Python.h":
+    int _get_buffer "PyObject_GetBuffer"(object obj, Py_buffer *view, int flags) except -1
+
+cdef extern from "rmq_index.h" nogil:
+    int rmq_index_put(unsigned char *buf, uint32_t slots, uint32_t entries, int32_t key_hash,
+                      int64_t phy_offset, int64_t store_timestamp)
+
+cdef extern from "rmq_endian.h" nogil:
+    void rmq_store_be64(unsigned char *p, uint64_t v)
+    void rmq_store_be32(unsigned char *p, uint32_t v)
+    int64_t rmq_load_be64s(const unsigned char *p)
+    int32_t rmq_load_be32s(const unsigned char *p)
+
+STOP_NONE = 0
+STOP_QUEUE = 1
+STOP_SPECIAL = 2
+STOP_INDEX = 3
+STOP_SEG = 4
+
+cdef extern from *:
+    """
+    #define rmq_prefetch_w(p) __builtin_prefetch((p), 1, 3)
+    """
+    void rmq_prefetch_w(const void *p) nogil
+
+DEF CHUNK = 4000  # records per scan: not a multiple of 512 (4 KiB-multiple row strides thrash L1)
+DEF KEYS_CAP = CHUNK * 8
+DEF SEG_FIELDS = 10
+
+cdef struct cq_slot:
+    unsigned char *buf
+    int64_t file_from
+    int64_t file_size
+    int64_t wrote
+    int64_t max_phys
+    unsigned char *topic
+    int64_t topic_len
+    int64_t queue_id
+    int bound
+    int touched
+
+
+cdef inline uint64_t _slot_hash(const unsigned char *t, int64_t n, int64_t qid) noexcept nogil:
+    cdef uint64_t h = 1469598103934665603ULL ^ <uint64_t>qid
+    cdef int64_t i
+    for i in range(n):
+        h = (h ^ t[i]) * 1099511628211ULL
+    return h ^ (h >> 29)
+
+
+cdef class Dispatcher:
+    """The consume-queue, index and segment-index writes of dispatch for a run of CommitLog records,
+    in one call without the GIL (the pure twin documents the contract)."""
+
+    cdef cq_slot *_slots
+    cdef Py_buffer *_views
+    cdef int64_t _nslots, _cap
+    cdef int64_t *_table
+    cdef int64_t _tcap
+    cdef Py_buffer _idx
+    cdef int _idx_bound
+    cdef uint32_t _islots, _ientries
+    cdef int64_t *_cols
+    cdef int64_t *_disp
+    cdef int64_t *_keys
+    cdef int64_t *_touched
+    cdef int64_t _ntouched
+
+    def __cinit__(self):
+        self._slots = NULL
+        self._views = NULL
+        self._table = NULL
+        self._nslots = self._cap = self._tcap = 0
+        self._idx_bound = 0
+        self._cols = <int64_t *>malloc(NCOLUMNS * CHUNK * sizeof(int64_t))
+        self._disp = <int64_t *>malloc(4 * CHUNK * sizeof(int64_t))
+        self._keys = <int64_t *>malloc(KEYS_CAP * sizeof(int64_t))
+        self._touched = NULL
+        self._ntouched = 0
+        if self._cols == NULL or self._disp == NULL or self._keys == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        cdef int64_t i
+        self.release()
+        for i in range(self._nslots):
+            free(self._slots[i].topic)
+        free(self._slots)
+        free(self._views)
+        free(self._table)
+        free(self._touched)
+        free(self._cols)
+        free(self._disp)
+        free(self._keys)
+
+    # -- bindings (with the GIL; the store calls these under its dispatch lock) --------------------
+    cdef int64_t _find(self, const unsigned char *t, int64_t n, int64_t qid) noexcept nogil:
+        cdef uint64_t mask, h
+        cdef int64_t s
+        if self._tcap == 0:
+            return -1
+        mask = <uint64_t>self._tcap - 1
+        h = _slot_hash(t, n, qid) & mask
+        while True:
+            s = self._table[h]
+            if s < 0:
+                return -1
+            if (self._slots[s].queue_id == qid and self._slots[s].topic_len == n
+                    and (n == 0 or memcmp(self._slots[s].topic, t, <size_t>n) == 0)):
+                return s
+            h = (h + 1) & mask
+
+    cdef int _grow(self) except -1:
+        cdef int64_t i, cap = max(16, self._cap * 2), tcap = cap * 2
+        cdef cq_slot *ns = <cq_slot *>realloc(self._slots, cap * sizeof(cq_slot))
+        if ns == NULL:
+            raise MemoryError()
+        self._slots = ns
+        cdef Py_buffer *nv = <Py_buffer *>realloc(self._views, cap * sizeof(Py_buffer))
+        if nv == NULL:
+            raise MemoryError()
+        self._views = nv
+        cdef int64_t *nt = <int64_t *>realloc(self._touched, cap * sizeof(int64_t))
+        if nt == NULL:
+            raise MemoryError()
+        self._touched = nt
+        cdef int64_t *tb = <int64_t *>malloc(tcap * sizeof(int64_t))
+        if tb == NULL:
+            raise MemoryError()
+        free(self._table)
+        self._table = tb
+        self._tcap = tcap
+        self._cap = cap
+        for i in range(tcap):
+            tb[i] = -1
+        for i in range(self._nslots):  # rehash
+            self._insert(i)
+        return 0
+
+    cdef void _insert(self, int64_t s) noexcept:
+        cdef uint64_t mask = <uint64_t>self._tcap - 1
+        cdef uint64_t h = _slot_hash(self._slots[s].topic, self._slots[s].topic_len, self._slots[s].queue_id) & mask
+        while self._table[h] >= 0:
+            h = (h + 1) & mask
+        self._table[h] = s
+
+    def bind_queue(self, bytes topic not None, int64_t queue_id, buffer, int64_t file_from, int64_t wrote,
+                   int64_t max_phys):
+        """Bind (or rebind) queue ``(topic, queue_id)`` to its writable file ``buffer`` (mapped at
+        ``file_from``, written up to ``wrote``; units up to CommitLog offset ``max_phys`` are in).
+        ``buffer`` None unbinds it. Returns the slot number."""
+        cdef int64_t n = len(topic), s
+        cdef const unsigned char *t = <const unsigned char *>(<char *>topic)
+        s = self._find(t, n, queue_id)
+        if s < 0:
+            if self._nslots == self._cap:
+                self._grow()
+            s = self._nslots
+            self._slots[s].topic = <unsigned char *>malloc(n + 1)
+            if self._slots[s].topic == NULL:
+                raise MemoryError()
+            memcpy(self._slots[s].topic, t, <size_t>n)
+            self._slots[s].topic_len = n
+            self._slots[s].queue_id = queue_id
+            self._slots[s].bound = 0
+            self._slots[s].touched = 0
+            self._nslots += 1
+            self._insert(s)
+        if self._slots[s].bound:
+            PyBuffer_Release(&self._views[s])
+            self._slots[s].bound = 0
+        if buffer is None:
+            return s
+        _get_buffer(buffer, &self._views[s], PyBUF_WRITABLE)
+        if wrote < 0 or wrote > self._views[s].len or wrote % 20:
+            PyBuffer_Release(&self._views[s])
+            raise ValueError(f"write position {wrote} does not fit a consume-queue file of {self._views[s].len} bytes")
+        self._slots[s].bound = 1
+        self._slots[s].buf = <unsigned char *>self._views[s].buf
+        self._slots[s].file_from = file_from
+        self._slots[s].file_size = self._views[s].len
+        self._slots[s].wrote = wrote
+        self._slots[s].max_phys = max_phys
+        return s
+
+    def bind_index(self, buffer, int64_t slot_count, int64_t max_entries):
+        """Bind the last (writable) index file, or None for none."""
+        if self._idx_bound:
+            PyBuffer_Release(&self._idx)
+            self._idx_bound = 0
+        if buffer is None:
+            return
+        if not (1 <= slot_count <= 0x7FFFFFFF and 1 <= max_entries <= 0x7FFFFFFF):
+            raise ValueError(f"bad index geometry: {slot_count} slots, {max_entries} entries")
+        _get_buffer(buffer, &self._idx, PyBUF_WRITABLE)
+        if self._idx.len < 40 + 4 * slot_count + 20 * max_entries:
+            PyBuffer_Release(&self._idx)
+            raise ValueError("the index buffer is shorter than its geometry")
+        self._idx_bound = 1
+        self._islots, self._ientries = <uint32_t>slot_count, <uint32_t>max_entries
+
+    def release(self):
+        """Let go of every bound buffer (before any of them is unmapped)."""
+        cdef int64_t i
+        for i in range(self._nslots):
+            if self._slots[i].bound:
+                PyBuffer_Release(&self._views[i])
+                self._slots[i].bound = 0
+        if self._idx_bound:
+            PyBuffer_Release(&self._idx)
+            self._idx_bound = 0
+
+    def touched(self):
+        """``[(topic, queue_id, wrote, max_phys)]`` of the queues written since the last call."""
+        cdef int64_t i, s
+        out = []
+        for i in range(self._ntouched):
+            s = self._touched[i]
+            self._slots[s].touched = 0
+            out.append((self._slots[s].topic[:self._slots[s].topic_len], self._slots[s].queue_id,
+                        self._slots[s].wrote, self._slots[s].max_phys))
+        self._ntouched = 0
+        return out
+
+    # -- the run --------------------------------------------------------------------------------
+    def run(self, const unsigned char[::1] buf not None, int64_t file_from, int64_t pos, int64_t limit,
+            bint verify_crc, bint index_on, int64_t first_key,
+            int64_t[::1] seg not None, int64_t[:, ::1] seg_out not None):
+        """See the pure twin. Returns ``(count, end_pos, status, stop, a, b, c, d, max_ts)``."""
+        cdef int64_t n = buf.shape[0]
+        cdef int64_t cnt, end_pos, nkeys, j, k, k0, kn, rpos, size, phys, sysf, tran, qid, qoff, tags, ts
+        cdef int64_t done = 0, at = pos, stop = 0, a = 0, b = 0, c = 0, d = 0, max_ts = -1
+        cdef int64_t s, expected, current, ic
+        cdef int st = 0, full
+        cdef const unsigned char *base = &buf[0] if n > 0 else NULL
+        cdef int64_t *cols = self._cols
+        cdef int64_t *disp = self._disp
+        cdef int64_t *keys = self._keys
+        cdef cq_slot *sl
+        cdef unsigned char *ib
+        cdef unsigned char *u
+        cdef int64_t seg_cap = seg_out.shape[1], nseg = 0
+        cdef int seg_on
+        cdef int64_t s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t
+        if pos < 0 or limit < pos or limit > n:
+            raise ValueError(f"range [{pos}, {limit}) outside a buffer of {n} bytes")
+        if seg.shape[0] < SEG_FIELDS or seg_out.shape[0] < 4:
+            raise ValueError(f"seg needs {SEG_FIELDS} fields and seg_out 4 rows")
+        seg_on = seg[9] != 0
+        s_count, s_end, s_since, s_max, s_omax = seg[0], seg[1], seg[2], seg[3], seg[4]
+        s_mono, s_floor, s_interval, s_last_t = seg[5], seg[6], seg[7], seg[8]
+        with nogil:
+            while at < limit and stop == 0:
+                st = rmq_dispatch_batch(base, at, limit, verify_crc, CHUNK, cols, CHUNK, 1, disp, CHUNK, 1,
+                                        keys, 1, KEYS_CAP, &cnt, &end_pos, &nkeys)
+                if st == RMQ_DISPATCH_E_KEYS:
+                    stop, a, st = 2, 2, RMQ_ST_MSG  # more keys than the scratch holds: the general path
+                    break
+                for j in range(cnt):
+                    # index slots are random accesses into a table larger than the caches: prefetch
+                    # the next records' slots while this one is applied
+                    if index_on and self._idx_bound and j + 6 < cnt:
+                        for k in range(disp[RMQ_D_KEYS_COUNT * CHUNK + j + 6]):
+                            rmq_prefetch_w(<unsigned char *>self._idx.buf + 40 + 4 * (
+                                <uint32_t><int32_t>keys[disp[RMQ_D_KEYS_START * CHUNK + j + 6] + k] % self._islots))
+                    rpos = cols[RMQ_C_POSITION * CHUNK + j]
+                    size = cols[RMQ_C_SIZE * CHUNK + j]
+                    phys = file_from + rpos
+                    sysf = cols[RMQ_C_SYS_FLAG * CHUNK + j]
+                    tran = sysf & 0xC
+                    ts = cols[RMQ_C_STORE_TIMESTAMP * CHUNK + j]
+                    if disp[RMQ_D_FLAGS * CHUNK + j] & 3:
+                        stop, a = 2, 0  # delay topic (tagsCode = delivery time) or invalid UTF-8: the general path
+                        break
+                    tags = disp[RMQ_D_TAGS_CODE * CHUNK + j]
+                    # consume queue: NOT_TYPE and COMMIT records get a unit
+                    if tran == 0 or tran == 0x8:
+                        qid = cols[RMQ_C_QUEUE_ID * CHUNK + j]
+                        s = self._find(base + cols[RMQ_C_TOPIC_POS * CHUNK + j], cols[RMQ_C_TOPIC_LEN * CHUNK + j], qid)
+                        if s < 0 or not self._slots[s].bound:
+                            stop, a, b, c = 1, cols[RMQ_C_TOPIC_POS * CHUNK + j], cols[RMQ_C_TOPIC_LEN * CHUNK + j], qid
+                            d = cols[RMQ_C_QUEUE_OFFSET * CHUNK + j]
+                            break
+                        sl = &self._slots[s]
+                        if phys + size > sl.max_phys:
+                            qoff = cols[RMQ_C_QUEUE_OFFSET * CHUNK + j]
+                            if sl.wrote >= sl.file_size:
+                                stop, a, b, c, d = 1, cols[RMQ_C_TOPIC_POS * CHUNK + j], cols[RMQ_C_TOPIC_LEN * CHUNK + j], qid, qoff
+                                break
+                            expected = qoff * 20
+                            current = sl.file_from + sl.wrote
+                            if expected == current:
+                                u = sl.buf + sl.wrote
+                                rmq_store_be64(u, <uint64_t>phys)
+                                rmq_store_be32(u + 8, <uint32_t>size)
+                                rmq_store_be64(u + 12, <uint64_t>tags)
+                                sl.wrote += 20
+                                sl.max_phys = phys + size
+                                if not sl.touched:
+                                    sl.touched = 1
+                                    self._touched[self._ntouched] = s
+                                    self._ntouched += 1
+                            elif expected == 0 or expected > current:
+                                stop, a = 2, 1  # RocketMQ writes it where the file is (with a warning): the general path
+                                break
+                            # else: built before (expected < current): nothing to write
+                    # index: the last file first (getAndCreateLastIndexFile), then the keys
+                    if index_on:
+                        if not self._idx_bound:
+                            stop, a = 3, 0
+                            break
+                        ib = <unsigned char *>self._idx.buf
+                        ic = rmq_load_be32s(ib + 36)
+                        if ic <= 0:
+                            ic = 1
+                        k0 = first_key if rpos == pos else 0
+                        kn = disp[RMQ_D_KEYS_COUNT * CHUNK + j]
+                        if ic >= self._ientries:
+                            stop, a = 3, k0
+                            break
+                        if tran != 0xC and phys >= rmq_load_be64s(ib + 24):
+                            full = 0
+                            for k in range(k0, kn):
+                                if not rmq_index_put(ib, self._islots, self._ientries,
+                                                     <int32_t>keys[disp[RMQ_D_KEYS_START * CHUNK + j] + k], phys, ts):
+                                    stop, a, full = 3, k, 1
+                                    break
+                            if full:
+                                break
+                    # segment index (Kafka's LogSegment rule), for records past its end
+                    if seg_on and rpos >= s_end:
+                        if nseg == seg_cap:
+                            stop = 4
+                            break
+                        if ts < s_max or ts < s_floor:
+                            s_mono = 0
+                        if ts > s_max:
+                            s_max, s_omax = ts, s_count
+                        if s_since > s_interval:
+                            seg_out[0, nseg] = s_count
+                            seg_out[1, nseg] = rpos
+                            if s_max > s_last_t:
+                                seg_out[2, nseg] = s_max
+                                seg_out[3, nseg] = s_omax
+                                s_last_t = s_max
+                            else:
+                                seg_out[2, nseg] = -1
+                                seg_out[3, nseg] = -1
+                            nseg += 1
+                            s_since = 0
+                        s_since += size
+                        s_count += 1
+                        s_end = rpos + size
+                    if ts > max_ts:
+                        max_ts = ts
+                    done += 1
+                    at = rpos + size
+                if stop:
+                    break
+                at = end_pos
+                if st != RMQ_ST_MSG:
+                    break
+        seg[0], seg[1], seg[2], seg[3], seg[4] = s_count, s_end, s_since, s_max, s_omax
+        seg[5], seg[6], seg[7], seg[8] = s_mono, s_floor, s_interval, s_last_t
+        if stop == 0 and st == RMQ_ST_MSG:
+            st = RMQ_ST_END if at >= limit else st
+        return done, at, st, stop, a, b, c, d, max_ts, nseg

@@ -20,6 +20,7 @@ string) and decodes values only to hash them.
 
 from __future__ import annotations
 
+import struct
 from operator import index as _index
 from typing import Any
 
@@ -29,9 +30,15 @@ from ..layout import (
     C_POSITION,
     C_PROPERTIES_LEN,
     C_PROPERTIES_POS,
+    C_QUEUE_ID,
+    C_QUEUE_OFFSET,
+    C_SIZE,
+    C_STORE_TIMESTAMP,
+    C_SYS_FLAG,
     C_TOPIC_LEN,
     C_TOPIC_POS,
     NCOLUMNS,
+    ST_END,
     ST_MSG,
 )
 from . import codec as _codec
@@ -41,6 +48,12 @@ __all__ = [
     "dispatch_batch",
     "topic_groups",
     "sparse_points",
+    "Dispatcher",
+    "STOP_NONE",
+    "STOP_QUEUE",
+    "STOP_SPECIAL",
+    "STOP_INDEX",
+    "STOP_SEG",
     "DISPATCH_ROWS",
     "D_TAGS_CODE",
     "D_FLAGS",
@@ -250,3 +263,195 @@ def sparse_points(sizes: Any, since: int, interval: int, out: Any) -> tuple[int,
             since = 0
         since += size
     return c, since
+
+
+# -- Dispatcher: ReputMessageService's whole per-record work -------------------------------------
+
+STOP_NONE = 0  # ran to ``limit``, or the walk met a status (returned as ``status``)
+STOP_QUEUE = 1  # record needs its queue (a, b, c, d = topic position, topic length, queue id, queue offset)
+STOP_SPECIAL = 2  # record needs the general path (a = 0: delay topic / invalid UTF-8; 1: odd queue position;
+#                   2: more keys than the scratch holds)
+STOP_INDEX = 3  # the index file is full or unbound before a record's key a: roll, bind, resume with first_key=a
+STOP_SEG = 4  # seg_out is full
+_CHUNK = 4000
+_STRUCT_UNIT = struct.Struct(">qiq")
+
+
+class Dispatcher:
+    """Consume-queue, index and segment-index writes of dispatch for a run of CommitLog records.
+
+    The store binds each queue's writable consume-queue file (``bind_queue``) and the last index
+    file (``bind_index``), then calls ``run`` over a CommitLog file's bytes. Per record, in order:
+
+    1. records of the delay topic or with invalid UTF-8 stop the run (STOP_SPECIAL): their tagsCode
+       needs the general path;
+    2. NOT_TYPE and COMMIT records get a unit in their queue's bound file, unless the queue already
+       has them (``phys + size <= max_phys``, or its queue offset is below the file's position);
+       an unbound or full queue stops the run (STOP_QUEUE), and so does a queue offset past the
+       position (STOP_SPECIAL, RocketMQ writes such a unit where the file is);
+    3. with ``index_on``, a full or unbound index file stops the run before the record
+       (getAndCreateLastIndexFile, STOP_INDEX); records at or past the file's endPhyOffset that are
+       not ROLLBACK get their key hashes put (a full file mid-record stops at that key);
+    4. records at or past ``seg[1]`` (the segment index's end) advance the segment-index state
+       ``seg`` = [count, end, bytes_since, max_ts, ordinal_of_max_ts, monotonic, floor_ts,
+       interval, last_time_entry_ts, enabled]; where an entry is due (bytes since the last one >
+       interval) ``seg_out[:, i]`` gets (ordinal, position, max_ts, ordinal_of_max_ts), the last
+       two -1 when the time index would not grow.
+
+    ``first_key`` applies to the record at ``pos`` only (resuming after STOP_INDEX). Returns
+    ``(count, end_pos, status, stop, a, b, c, d, max_ts, n_seg)``: records fully applied, where they
+    end (where to resume), the walk's status, the stop reason and its arguments, the largest store
+    time applied (-1 without) and the segment entries written.
+    """
+
+    def __init__(self) -> None:
+        self._slots: dict[tuple[bytes, int], list[Any]] = {}
+        self._order: list[tuple[bytes, int]] = []
+        self._touched: list[tuple[bytes, int]] = []
+        self._idx: Any = None
+        self._geom = (0, 0)
+
+    def bind_queue(self, topic: bytes, queue_id: int, buffer: Any, file_from: int, wrote: int,
+                   max_phys: int) -> int:
+        key = (bytes(topic), int(queue_id))
+        if key not in self._slots:
+            self._slots[key] = [None, 0, 0, 0, 0, False]
+            self._order.append(key)
+        sl = self._slots[key]
+        sl[0] = None
+        if buffer is not None:
+            mv = memoryview(buffer)
+            if mv.readonly:
+                raise TypeError("a consume-queue buffer must be writable")
+            if wrote < 0 or wrote > len(mv) or wrote % 20:
+                raise ValueError(f"write position {wrote} does not fit a consume-queue file of {len(mv)} bytes")
+            sl[:5] = [buffer, int(file_from), len(mv), int(wrote), int(max_phys)]
+        return self._order.index(key)
+
+    def bind_index(self, buffer: Any, slot_count: int, max_entries: int) -> None:
+        self._idx = None
+        if buffer is None:
+            return
+        if not (1 <= slot_count <= 0x7FFFFFFF and 1 <= max_entries <= 0x7FFFFFFF):
+            raise ValueError(f"bad index geometry: {slot_count} slots, {max_entries} entries")
+        if len(memoryview(buffer)) < 40 + 4 * slot_count + 20 * max_entries:
+            raise ValueError("the index buffer is shorter than its geometry")
+        self._idx, self._geom = buffer, (int(slot_count), int(max_entries))
+
+    def release(self) -> None:
+        for sl in self._slots.values():
+            sl[0] = None
+        self._idx = None
+
+    def touched(self) -> list[tuple[bytes, int, int, int]]:
+        out = []
+        for key in self._touched:
+            sl = self._slots[key]
+            sl[5] = False
+            out.append((key[0], key[1], sl[3], sl[4]))
+        self._touched = []
+        return out
+
+    def run(self, buf: Any, file_from: int, pos: int, limit: int, verify_crc: bool, index_on: bool,
+            first_key: int, seg: Any, seg_out: Any) -> tuple[int, ...]:
+        from . import indexfile as _ix
+
+        n = len(memoryview(buf))
+        if pos < 0 or limit < pos or limit > n:
+            raise ValueError(f"range [{pos}, {limit}) outside a buffer of {n} bytes")
+        if len(seg) < 10 or seg_out.shape[0] < 4:
+            raise ValueError("seg needs 10 fields and seg_out 4 rows")
+        cols = np.empty((NCOLUMNS, _CHUNK), dtype=np.int64)
+        disp = np.empty((DISPATCH_ROWS, _CHUNK), dtype=np.int64)
+        keys = np.empty(_CHUNK * 8, dtype=np.int64)
+        s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t, seg_on = (
+            int(x) for x in seg[:10])
+        done, at, stop, args, max_ts, nseg, st = 0, pos, STOP_NONE, (0, 0, 0, 0), -1, 0, ST_MSG
+        seg_cap = seg_out.shape[1]
+        while at < limit and stop == STOP_NONE:
+            try:
+                cnt, end_pos, st, _nk = dispatch_batch(buf, at, limit, cols, disp, keys, verify_crc)
+            except ValueError:
+                stop, args, st = STOP_SPECIAL, (2, 0, 0, 0), ST_MSG
+                break
+            for j in range(cnt):
+                rpos, size = int(cols[C_POSITION, j]), int(cols[C_SIZE, j])
+                phys, tran = file_from + rpos, int(cols[C_SYS_FLAG, j]) & 0xC
+                ts = int(cols[C_STORE_TIMESTAMP, j])
+                if int(disp[D_FLAGS, j]) & 3:
+                    stop, args = STOP_SPECIAL, (0, 0, 0, 0)
+                    break
+                tags = int(disp[D_TAGS_CODE, j])
+                if tran in (0, 0x8):
+                    tp, tl, qid = int(cols[C_TOPIC_POS, j]), int(cols[C_TOPIC_LEN, j]), int(cols[C_QUEUE_ID, j])
+                    qoff = int(cols[C_QUEUE_OFFSET, j])
+                    sl = self._slots.get((bytes(memoryview(buf)[tp : tp + tl]), qid))
+                    if sl is None or sl[0] is None:
+                        stop, args = STOP_QUEUE, (tp, tl, qid, qoff)
+                        break
+                    if phys + size > sl[4]:
+                        if sl[3] >= sl[2]:
+                            stop, args = STOP_QUEUE, (tp, tl, qid, qoff)
+                            break
+                        expected, current = qoff * 20, sl[1] + sl[3]
+                        if expected == current:
+                            _STRUCT_UNIT.pack_into(sl[0], sl[3], phys, size, tags)
+                            sl[3] += 20
+                            sl[4] = phys + size
+                            if not sl[5]:
+                                sl[5] = True
+                                self._touched.append((bytes(memoryview(buf)[tp : tp + tl]), qid))
+                        elif expected == 0 or expected > current:
+                            stop, args = STOP_SPECIAL, (1, 0, 0, 0)
+                            break
+                if index_on:
+                    if self._idx is None:
+                        stop, args = STOP_INDEX, (0, 0, 0, 0)
+                        break
+                    k0 = first_key if rpos == pos else 0
+                    ic = max(struct.unpack_from(">i", self._idx, 36)[0], 1)
+                    if ic >= self._geom[1]:
+                        stop, args = STOP_INDEX, (k0, 0, 0, 0)
+                        break
+                    if tran != 0xC and phys >= struct.unpack_from(">q", self._idx, 24)[0]:
+                        start, kn = int(disp[D_KEYS_START, j]), int(disp[D_KEYS_COUNT, j])
+                        full = False
+                        for k in range(k0, kn):
+                            if not _ix.index_put(self._idx, self._geom[0], self._geom[1], int(keys[start + k]),
+                                                    phys, ts):
+                                stop, args, full = STOP_INDEX, (k, 0, 0, 0), True
+                                break
+                        if full:
+                            break
+                if seg_on and rpos >= s_end:
+                    if nseg == seg_cap:
+                        stop = STOP_SEG
+                        break
+                    if ts < s_max or ts < s_floor:
+                        s_mono = 0
+                    if ts > s_max:
+                        s_max, s_omax = ts, s_count
+                    if s_since > s_interval:
+                        seg_out[0, nseg], seg_out[1, nseg] = s_count, rpos
+                        if s_max > s_last_t:
+                            seg_out[2, nseg], seg_out[3, nseg] = s_max, s_omax
+                            s_last_t = s_max
+                        else:
+                            seg_out[2, nseg] = seg_out[3, nseg] = -1
+                        nseg += 1
+                        s_since = 0
+                    s_since += size
+                    s_count += 1
+                    s_end = rpos + size
+                max_ts = max(max_ts, ts)
+                done += 1
+                at = rpos + size
+            if stop:
+                break
+            at = end_pos
+            if st != ST_MSG:
+                break
+        seg[:9] = [s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t]
+        if stop == STOP_NONE and st == ST_MSG and at >= limit:
+            st = ST_END
+        return (done, at, st, stop, *args, max_ts, nseg)
