@@ -1,6 +1,8 @@
 """Extension modules only; metadata lives in pyproject.toml.
 
 RMQCORE_NO_EXTENSIONS=1 (or a non-CPython interpreter) builds a pure-Python package.
+RMQCORE_REQUIRE_NATIVE=1 (wheel builds: cibuildwheel, CI's wheel round trip) makes any build without the
+compiled kernels an error instead, so a wheel can never silently come out pure-Python.
 RMQCORE_DEBUG_BUILD=1 builds with -O0 -g3 and Cython line tracing.
 """
 import glob
@@ -14,9 +16,12 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
 def _extensions():
+    require = os.environ.get("RMQCORE_REQUIRE_NATIVE") == "1"
     if os.environ.get("RMQCORE_NO_EXTENSIONS") or platform.python_implementation() != "CPython":
+        if require:
+            raise SystemExit("RMQCORE_REQUIRE_NATIVE=1: refusing to build rmqcore without its extensions")
         return []
-    from Cython.Build import cythonize
+    from Cython.Build import cythonize  # a missing Cython is an error, never a pure-Python fallback
 
     debug = bool(os.environ.get("RMQCORE_DEBUG_BUILD"))
     if sys.platform == "win32":
@@ -39,6 +44,8 @@ def _extensions():
                 define_macros=[("CYTHON_TRACE_NOGIL", "1")] if debug else [],
             )
         )
+    if require and not exts:
+        raise SystemExit("RMQCORE_REQUIRE_NATIVE=1: no rmqcore/_native/*.pyx found (an incomplete sdist?)")
     directives = {"language_level": 3, "embedsignature": True}
     if debug:
         directives["linetrace"] = True

@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING
 KERNELS = ("crc", "hashing", "codec", "appender")
 
 if TYPE_CHECKING:  # the pure twins are the type surface
-    from ._pure import appender, codec, crc, hashing  # noqa: F401
+    from ._pure import appender as appender
+    from ._pure import codec as codec
+    from ._pure import crc as crc
+    from ._pure import hashing as hashing
 
 
 def native_available() -> bool:

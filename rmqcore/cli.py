@@ -190,7 +190,7 @@ def _add_geometry(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index-entries", type=int, default=None, help="index entries per file (default 20,000,000)")
 
 
-def _geometry(args: argparse.Namespace) -> dict[str, int]:
+def _geometry(args: argparse.Namespace) -> dict[str, Any]:
     out = {}
     for k in ("commitlog_file_size", "cq_file_size", "index_slots", "index_entries"):
         v = getattr(args, k, None)

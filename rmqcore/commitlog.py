@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -44,8 +44,11 @@ from .message import (
 
 __all__ = ["CommitLog", "AppendResult", "BatchAppendResult", "Blank", "ScanStop", "RecordBatch"]
 
-AppendResult = _impl.kernel("appender").AppendResult
-BatchAppendResult = _impl.kernel("appender").BatchAppendResult
+if TYPE_CHECKING:  # the pure twin is the type surface of the chosen kernel's result classes
+    from ._pure.appender import AppendResult, BatchAppendResult
+else:
+    AppendResult = _impl.kernel("appender").AppendResult
+    BatchAppendResult = _impl.kernel("appender").BatchAppendResult
 
 
 class Blank(NamedTuple):
@@ -178,7 +181,7 @@ class CommitLog:
             self, file_size, self.store_host.address, self.store_host.port, max_message_size, clock, flavour
         )
         if not read_only:
-            self.put = self._appender.put  # the native hot path, one C call per message
+            self.put = self._appender.put  # type: ignore[method-assign]  # the native hot path, one C call per message
         if recover:
             self.recover_normally()
 
@@ -257,7 +260,7 @@ class CommitLog:
     @property
     def topic_queue_table(self) -> dict[tuple[str, int], int]:
         """Next queue offset per (topic, queue id) (a copy)."""
-        return self._appender.queue_offsets()
+        return self._appender.queue_offsets()  # type: ignore[no-any-return]
 
     def set_queue_offset(self, topic: str, queue_id: int, next_offset: int) -> None:
         """Set the next queue offset of a topic/queue (recovery restores these from consume queues)."""
@@ -575,12 +578,12 @@ class RecordBatch:
         return int(self.columns.shape[1])
 
     def column(self, name: str) -> np.ndarray:
-        return self.columns[L.COLUMNS.index(name)]
+        return self.columns[L.COLUMNS.index(name)]  # type: ignore[no-any-return]
 
     @property
     def physical_positions(self) -> np.ndarray:
         """Global CommitLog offsets of the records."""
-        return self.columns[L.C_POSITION] + self.start_offset
+        return self.columns[L.C_POSITION] + self.start_offset  # type: ignore[no-any-return]
 
     def _slices(self, pos_col: int, len_col: int) -> list[bytes]:
         d = self.data

@@ -7,6 +7,7 @@ keeps bodies exactly as given; this only helps readers. LZ4/ZSTD need ``cramjam`
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 from . import layout as L
 from .errors import CorruptionError, MissingCodecError
@@ -25,7 +26,7 @@ def compression_type(sys_flag: int) -> str | None:
     return name.upper()
 
 
-def _cramjam():  # type: ignore[no-untyped-def]
+def _cramjam() -> Any:  # the optional codec module (pip install rmqcore[kafka])
     try:
         import cramjam
     except ImportError:

@@ -346,7 +346,7 @@ class ConsumeQueue:
                     chosen = mf
             if chosen is None:
                 chosen = files[0]
-        mf = chosen
+        mf = chosen  # type: ignore[assignment]  # both branches above set it (files is not empty)
         n = mf.wrote_position // UNIT
         lo = first_idx(mf)
         hi = n - 1

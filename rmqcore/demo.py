@@ -16,6 +16,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from . import IMPLEMENTATION
 from .store import GetStatus, MessageStore
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--no-spark", action="store_true", help="skip the Spark pipeline")
     args = ap.parse_args(argv)
-    r = run(Path(args.dir), args.messages)
+    r: dict[str, Any] = run(Path(args.dir), args.messages)
     if not args.no_spark:
         try:
             import pyspark  # noqa: F401
@@ -135,20 +136,20 @@ def main(argv: list[str] | None = None) -> int:
             print("rmqcore demo: pyspark is not installed (pip install -e '.[spark]'); use --no-spark to skip",
                   file=sys.stderr)
             return 2
-        sr = run_spark(Path(args.dir), r["per_topic"])  # type: ignore[arg-type]
-        r["checks"] = list(r["checks"]) + list(sr["checks"])  # type: ignore[arg-type]
+        sr: dict[str, Any] = run_spark(Path(args.dir), r["per_topic"])
+        r["checks"] = list(r["checks"]) + list(sr["checks"])
         r["spark_read_s"] = sr["read_s"]
     print(f"rmqcore demo ({IMPLEMENTATION} kernels), store at {args.dir}")
     print(f"  produced {r['messages']} messages ({r['bytes']} bytes of CommitLog) in {r['write_s']:.2f}s, "
           f"{r['messages'] / r['write_s']:,.0f} msg/s including Python workload generation")
     print(f"  consumed all queues in {r['read_s']:.2f}s")
-    for t, c in sorted(r["per_topic"].items()):  # type: ignore[union-attr]
+    for t, c in sorted(r["per_topic"].items()):
         print(f"  {t:<14} {c:>8} messages")
     if "spark_read_s" in r:
         print(f"  Spark (local mode, warm) read and grouped all messages in {r['spark_read_s']:.2f}s "
               f"({r['messages'] / r['spark_read_s']:,.0f} rows/s)")
     failed = 0
-    for name, ok in r["checks"]:  # type: ignore[union-attr]
+    for name, ok in r["checks"]:
         print(f"  [{'ok' if ok else 'FAILED'}] {name}")
         failed += not ok
     print("  checks passed" if not failed else f"  {failed} checks FAILED")

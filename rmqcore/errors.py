@@ -6,6 +6,8 @@ for offsets out of range). Native and pure kernels raise identical classes.
 """
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "RmqError",
     "ConfigError",
@@ -98,11 +100,11 @@ class CorruptionError(RmqError):
         Exception.__init__(err, err._render())
         return err
 
-    def __reduce__(self):  # picklable across Spark workers
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across Spark workers
         return (_rebuild_corruption, (type(self), self.__dict__))
 
 
-def _rebuild_corruption(cls, state):  # type: ignore[no-untyped-def]
+def _rebuild_corruption(cls: type[CorruptionError], state: dict[str, Any]) -> CorruptionError:
     err = cls.__new__(cls)
     err.__dict__.update(state)
     Exception.__init__(err, err._render())

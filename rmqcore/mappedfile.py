@@ -284,7 +284,7 @@ class MappedFileQueue:
         """MappedFileQueue.truncateDirtyFiles: files entirely after ``offset`` are deleted; the file
         holding it gets its positions set to ``offset`` (bytes after it are not zeroed)."""
         if self.read_only:  # nothing on disk changes: later files are only dropped from view
-            keep_ro = []
+            keep_ro: list[MappedFile] = []
             for mf in self.files:
                 if mf.file_from_offset > offset or (mf.file_from_offset == offset and keep_ro):
                     mf.close()

@@ -205,6 +205,24 @@ class MessageExt:
         "store_host", "reconsume_times", "prepared_transaction_offset", "body", "topic_bytes",
         "properties_bytes", "_props",
     )
+    position: int
+    size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: Host
+    store_timestamp: int
+    store_host: Host
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic_bytes: bytes
+    properties_bytes: bytes
 
     def __init__(self, position: int, raw: tuple[Any, ...]) -> None:
         (

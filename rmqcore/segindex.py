@@ -173,7 +173,7 @@ class SegmentIndex:
         entries = self.offset_index.entries_list()
         if parts <= 1 or not entries or self.end <= 0:
             return []
-        out = []
+        out: list[int] = []
         step = self.end / parts
         k = 0
         for i in range(1, parts):

@@ -243,7 +243,7 @@ class MessageStore:
                 self._async_flush = AsyncFlushService(
                     lambda: cl.flushed_offset, lambda: cl.max_offset, cl.flush, cfg.flush_interval_ms,
                     cfg.flush_least_pages, cfg.flush_thorough_interval_ms)
-                self.put = cl.put  # type: ignore[method-assign]  # the native hot path, one C call
+                self.put = cl.put  # type: ignore[assignment]  # the native hot path, one C call
             # consume queues, index files and the checkpoint are flushed on their own schedule
             self._logics_flush = AsyncFlushService(
                 lambda: 0, lambda: 1 << 62, self._flush_logics, cfg.flush_interval_consume_queue_ms, 0, 1 << 40)
@@ -1095,7 +1095,7 @@ class MessageStore:
         self._drop_lookup()
         with self._dispatch_lock:
             self._release_dispatcher()
-            deleted = []
+            deleted: list[str] = []
             reserve_ms = cfg.file_reserved_time_hours * 3600 * 1000
             for mf in list(self.commitlog.queue.files[:-1]):
                 if len(deleted) >= cfg.delete_file_batch_max:
@@ -1129,7 +1129,7 @@ class MessageStore:
 
             self.put = refuse  # type: ignore[method-assign]
         else:
-            self.put = self._put_sync if self._group_commit is not None else self.commitlog.put  # type: ignore[method-assign]
+            self.put = self._put_sync if self._group_commit is not None else self.commitlog.put  # type: ignore[assignment]
 
     # -- consumer offsets ---------------------------------------------------------------------------------
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:

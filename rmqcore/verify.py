@@ -61,10 +61,11 @@ def verify_store(store_dir: str | Path, progress: Callable[[int, int], None] | N
     if (store_dir / "abort").exists():
         rep.problems.append(Problem("unclean-shutdown", str(store_dir / "abort"), -1,
                                     "the store was not shut down cleanly (abnormal recovery needed)"))
+    overrides: dict[str, Any] = geometry  # MessageStore's **overrides (typed for its keyword matching)
     try:
         # no CRC check while finding the end: a bad body must show up below, not be cut silently
         s = MessageStore(store_dir, read_only=True, message_index_enable=True, check_crc_on_recover=False,
-                         **geometry)
+                         **overrides)
     except RmqError as e:
         rep.problems.append(Problem("open", str(store_dir), getattr(e, "position", -1), str(e)))
         return rep

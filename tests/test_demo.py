@@ -5,7 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.spark  # the main job ends with the Spark pipeline: needs pyspark and Java
 def test_main_job_runs_and_passes_its_checks(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "rmqcore.demo", "--dir", str(tmp_path / "data"), "--messages", "5000"],
                        capture_output=True, text=True, timeout=600)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import zlib
 from operator import index as _index
+from typing import Any
 
 __all__ = ["IMPL_NAME", "body_crc", "crc32", "crc32_range", "crc32c", "crc32c_range"]
 
@@ -29,12 +30,12 @@ def _make_table(poly: int) -> tuple[int, ...]:
 _TABLE_C = _make_table(0x82F63B78)
 
 
-def crc32(data, value: int = 0) -> int:
+def crc32(data: Any, value: int = 0) -> int:
     """zlib CRC-32 of ``data`` continuing from ``value``; equals ``zlib.crc32(data, value)``."""
     return zlib.crc32(data, value)
 
 
-def crc32c(data, value: int = 0) -> int:
+def crc32c(data: Any, value: int = 0) -> int:
     """CRC-32C (Castagnoli) of ``data`` continuing from ``value`` (unsigned)."""
     with memoryview(data) as view:
         if not view.c_contiguous:
@@ -47,12 +48,12 @@ def crc32c(data, value: int = 0) -> int:
     return reg ^ 0xFFFFFFFF
 
 
-def body_crc(data) -> int:
+def body_crc(data: Any) -> int:
     """RocketMQ's stored body CRC: ``zlib.crc32(data) & 0x7FFFFFFF`` (0 for an empty body)."""
     return zlib.crc32(data) & 0x7FFFFFFF
 
 
-def _check_range(n: int, start, end) -> tuple[int, int]:
+def _check_range(n: int, start: int, end: int) -> tuple[int, int]:
     start = _index(start)
     end = _index(end)
     if not 0 <= start <= end <= n:
@@ -60,7 +61,7 @@ def _check_range(n: int, start, end) -> tuple[int, int]:
     return start, end
 
 
-def crc32_range(data, start: int, end: int) -> int:
+def crc32_range(data: Any, start: int, end: int) -> int:
     """CRC-32 of ``data[start:end]`` (byte offsets) without copying; ValueError on a bad range."""
     with memoryview(data) as view:
         if not view.c_contiguous:
@@ -70,7 +71,7 @@ def crc32_range(data, start: int, end: int) -> int:
             return zlib.crc32(part)
 
 
-def crc32c_range(data, start: int, end: int) -> int:
+def crc32c_range(data: Any, start: int, end: int) -> int:
     """CRC-32C of ``data[start:end]`` (byte offsets) without copying; ValueError on a bad range."""
     with memoryview(data) as view:
         if not view.c_contiguous:

@@ -13,6 +13,8 @@ its pruned reader behind for a later unfiltered one): use :func:`read_store` /
 
 from __future__ import annotations
 
+from typing import Any
+
 try:
     import pyarrow  # type: ignore[import-untyped,unused-ignore]  # noqa: F401
     import pyspark  # noqa: F401
@@ -36,7 +38,7 @@ __all__ = [
 ]
 
 
-def register(spark) -> None:  # type: ignore[no-untyped-def]
+def register(spark: Any) -> None:  # a pyspark.sql.SparkSession
     """Register the ``rmq`` and ``kafka-segments`` data sources with ``spark``."""
     spark.dataSource.register(RmqDataSource)
     spark.dataSource.register(KafkaSegmentsDataSource)

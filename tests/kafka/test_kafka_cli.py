@@ -17,9 +17,10 @@ import pytest
 from rmqcore.kafka import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-if not FIXTURES.is_dir():  # a checkout not next to shared/ (a worktree): RMQCORE_SHARED, as conftest.py
-    FIXTURES = Path(os.environ.get("RMQCORE_SHARED", FIXTURES.parent)) / "fixtures"
+_SHARED = Path(__file__).resolve().parents[3] / "shared"
+if not _SHARED.is_dir():  # allow an override, as tests/conftest.py does
+    _SHARED = Path(os.environ.get("RMQCORE_SHARED", _SHARED))
+FIXTURES = _SHARED / "fixtures"
 SCENARIOS = sorted(
     p.parent.relative_to(FIXTURES).as_posix()
     for p in [*FIXTURES.glob("kafka/*/manifest.json"), *FIXTURES.glob("kafka-real-broker/*/manifest.json")]

@@ -3,6 +3,7 @@ walk statuses and :class:`~rmqcore.errors.RmqError` subclasses -- identical from
 
 from __future__ import annotations
 
+import os
 import resource
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,10 @@ from rmqcore.errors import RmqError
 from rmqcore.kafka import LogSegment, SegmentConfig
 from rmqcore.kafka.records import DefaultRecordBatch, LegacyRecordBatch
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kafka"
+_SHARED = Path(__file__).resolve().parents[3] / "shared"
+if not _SHARED.is_dir():  # allow an override, as tests/conftest.py does
+    _SHARED = Path(os.environ.get("RMQCORE_SHARED", _SHARED))
+FIXTURES = _SHARED / "fixtures" / "kafka"
 SOURCES = {
     name: (FIXTURES / name / "00000000000000000000.log").read_bytes()
     for name in ("v2_transactions", "v2_compression_codecs", "legacy_v0", "legacy_v1", "v2_log_append_time")

@@ -3,6 +3,7 @@ parsing, with the same answers and exceptions from both implementations."""
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,10 @@ from hypothesis import strategies as st
 from rmqcore.errors import CorruptionError, RecordSizeError
 from rmqcore.kafka.records import Record, encode_batch, encode_varint, encode_varlong
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "kafka"
+_SHARED = Path(__file__).resolve().parents[3] / "shared"
+if not _SHARED.is_dir():  # allow an override, as tests/conftest.py does
+    _SHARED = Path(os.environ.get("RMQCORE_SHARED", _SHARED))
+FIXTURES = _SHARED / "fixtures" / "kafka"
 
 
 def log_bytes(scenario: str) -> bytes:

@@ -3,6 +3,7 @@ the files as they are (read-only, in place), once per kernel implementation."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,7 +15,10 @@ from rmqcore.kafka import KafkaLog, LogSegment, SegmentConfig
 from rmqcore.kafka.records import Record, RecordBatch
 from rmqcore.kafka.txnindex import TransactionIndex
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+_SHARED = Path(__file__).resolve().parents[3] / "shared"
+if not _SHARED.is_dir():  # allow an override, as tests/conftest.py does
+    _SHARED = Path(os.environ.get("RMQCORE_SHARED", _SHARED))
+FIXTURES = _SHARED / "fixtures"
 SCENARIOS = sorted(
     p.parent.relative_to(FIXTURES).as_posix()
     for p in [*FIXTURES.glob("kafka/*/manifest.json"), *FIXTURES.glob("kafka-real-broker/*/manifest.json")]

@@ -32,7 +32,10 @@ from rmqcore.kafka import (
 from rmqcore.kafka.records import DefaultRecordBatch, Header
 from rmqcore.kafka.txnindex import AbortedTxn, TransactionIndex
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+_SHARED = Path(__file__).resolve().parents[3] / "shared"
+if not _SHARED.is_dir():  # allow an override, as tests/conftest.py does
+    _SHARED = Path(os.environ.get("RMQCORE_SHARED", _SHARED))
+FIXTURES = _SHARED / "fixtures"
 KAFKA = FIXTURES / "kafka"
 REAL = FIXTURES / "kafka-real-broker" / "pinterest-tiered-storage-timeindex_test"
 APPEND_SCENARIOS = sorted(
