@@ -207,7 +207,7 @@ def _open_store(args: argparse.Namespace, index: bool = False) -> Any:
     return MessageStore(store, read_only=True, message_index_enable=index, **geometry)
 
 
-def _full_geometry(args: argparse.Namespace, store: Path) -> dict[str, int]:
+def _full_geometry(args: argparse.Namespace, store: Path) -> dict[str, Any]:
     """The geometry options plus the index geometry inferred from the index files when neither
     the options nor ``rmqcore.json`` give it."""
     from .config import load_geometry

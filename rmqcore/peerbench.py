@@ -64,7 +64,7 @@ def load_peers(path: Path) -> ModuleType:
 def _register(P: Any) -> None:
     from rmqcore.store import MessageStore
 
-    class RmqCore(P.Peer):  # type: ignore[misc,name-defined]
+    class RmqCore(P.Peer):  # type: ignore[misc]
         name = "rmqcore"
         keyed = True
         batch = True

@@ -673,7 +673,7 @@ class MessageStore:
         sel = np.flatnonzero(to_cq)
         if len(sel):
             gk = gkey[sel]
-            groups = []
+            groups: list[tuple[int, np.ndarray]] = []
             # peel off one queue at a time while there are few (the usual case), then sort the rest
             while len(gk) and len(groups) < 8:
                 g = int(gk[0])
