@@ -61,13 +61,21 @@ class AsyncFlushService:
 
 
 class GroupCommitService:
-    """GroupCommitService: ``wait_durable(offset)`` returns once everything below ``offset`` is flushed."""
+    """GroupCommitService: ``wait_durable(offset)`` returns once everything below ``offset`` is flushed.
+
+    Requests are grouped by flush: a producer waits on the event of the next flush to start, the
+    flush thread swaps in a fresh event as it starts a flush (later requests wait for the one after)
+    and sets the old one when its fdatasync returns. So a put wakes only the flusher, and a flush
+    wakes only the producers it may have served; none of them is woken by another's request.
+    """
 
     def __init__(self, flushed: Callable[[], int], flush: Callable[[], int], timeout_ms: int = 5000) -> None:
         self._flushed_fn = flushed
         self._flush = flush
         self.timeout = timeout_ms / 1000
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()  # the flusher has work
+        self._next = threading.Event()  # set when the next flush to start has finished
         self._wanted = 0
         self._durable = flushed()
         self._stop = False
@@ -78,41 +86,53 @@ class GroupCommitService:
 
     def wait_durable(self, offset: int) -> bool:
         """Block until bytes below ``offset`` are durable; False on timeout."""
+        if self._durable >= offset:
+            return True
         deadline = time.monotonic() + self.timeout
-        with self._cond:
-            if offset > self._wanted:
-                self._wanted = offset
-                self._cond.notify_all()
-            while self._durable < offset:
+        while True:
+            with self._lock:
                 if self.error is not None:
                     raise self.error
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stop:
+                if self._durable >= offset:
+                    return True
+                if self._stop:
                     return False
-                self._cond.wait(left)
-            return True
+                if offset > self._wanted:
+                    self._wanted = offset
+                ev = self._next
+            self._wake.set()
+            left = deadline - time.monotonic()
+            if left <= 0 or not ev.wait(left):
+                return self._durable >= offset
 
     def _run(self) -> None:
         while True:
-            with self._cond:
-                while self._wanted <= self._durable and not self._stop:
-                    self._cond.wait()
+            self._wake.wait()
+            with self._lock:
+                self._wake.clear()
                 if self._stop:
+                    self._next.set()
                     return
+                if self._wanted <= self._durable:
+                    continue
+                ev, self._next = self._next, threading.Event()
             try:
-                done = self._flush()  # outside the lock: new requests queue up for the next flush
+                done = self._flush()  # new requests wait on the fresh event, for the next flush
                 self.flushes += 1
             except BaseException as e:  # surfaced to every waiter
-                with self._cond:
+                with self._lock:
                     self.error = e
-                    self._cond.notify_all()
+                    self._next.set()
+                ev.set()
                 return
-            with self._cond:
+            with self._lock:
                 self._durable = max(self._durable, done)
-                self._cond.notify_all()
+                if self._wanted > self._durable:
+                    self._wake.set()
+            ev.set()
 
     def stop(self) -> None:
-        with self._cond:
+        with self._lock:
             self._stop = True
-            self._cond.notify_all()
+        self._wake.set()
         self._thread.join()
