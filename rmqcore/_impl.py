@@ -14,10 +14,10 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-KERNELS = ("crc", "hashing", "codec", "appender")
+KERNELS = ("crc", "hashing", "codec", "appender", "arrowcols")
 
 if TYPE_CHECKING:  # the pure twins are the type surface
-    from ._pure import appender, codec, crc, hashing  # noqa: F401
+    from ._pure import appender, arrowcols, codec, crc, hashing  # noqa: F401
 
 
 def native_available() -> bool:

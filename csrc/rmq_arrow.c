@@ -1,0 +1,395 @@
+/*
+ * rmq_arrow.c - Arrow column builders, see rmq_arrow.h. Reference twin: rmqcore/_pure/arrowcols.py.
+ *
+ * All-ASCII text (the usual case) is recognised eight bytes at a time and copied with memcpy; only
+ * text with a byte >= 0x80 goes through the sequence decoder (CPython's rule: maximal invalid
+ * subparts become one U+FFFD each, surrogates and overlongs are invalid).
+ */
+#include "rmq_arrow.h"
+
+#include <string.h>
+
+#define HIGH_BITS 0x8080808080808080ull
+
+static int is_ascii(const unsigned char *s, int64_t n)
+{
+    int64_t i = 0;
+    uint64_t acc = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, s + i, 8);
+        acc |= v;
+    }
+    for (; i < n; i++)
+        acc |= s[i];
+    return (acc & HIGH_BITS) == 0;
+}
+
+/* One sequence at s[0, n), n >= 1, s[0] >= 0x80: its length; *ok = 0 for a maximal invalid subpart
+ * (to be replaced by one U+FFFD), *cp its code point (0xFFFD when invalid). */
+static inline int64_t utf8_seq(const unsigned char *s, int64_t n, uint32_t *cp, int *ok)
+{
+    unsigned c = s[0];
+    unsigned lo = 0x80, hi = 0xBF;
+    int64_t need, k;
+    uint32_t v;
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 2;
+        v = c & 0x1Fu;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3;
+        v = c & 0x0Fu;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4;
+        v = c & 0x07u;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        *cp = 0xFFFDu;
+        *ok = 0;
+        return 1;
+    }
+    k = 1;
+    if (n > 1 && s[1] >= lo && s[1] <= hi) {
+        v = (v << 6) | (s[1] & 0x3Fu);
+        k = 2;
+        while (k < need && k < n && (s[k] & 0xC0u) == 0x80u) {
+            v = (v << 6) | (s[k] & 0x3Fu);
+            k++;
+        }
+    }
+    if (k < need) {
+        *cp = 0xFFFDu;
+        *ok = 0;
+        return k;
+    }
+    *cp = v;
+    *ok = 1;
+    return k;
+}
+
+int64_t rmq_utf8_out_len(const unsigned char *s, int64_t n)
+{
+    int64_t i = 0, out = 0;
+    if (is_ascii(s, n))
+        return n;
+    while (i < n) {
+        uint32_t cp;
+        int ok;
+        int64_t k;
+        if (s[i] < 0x80u) {
+            i++;
+            out++;
+            continue;
+        }
+        k = utf8_seq(s + i, n - i, &cp, &ok);
+        out += ok ? k : 3;
+        i += k;
+    }
+    return out;
+}
+
+int64_t rmq_utf8_copy(unsigned char *dst, const unsigned char *s, int64_t n)
+{
+    int64_t i = 0;
+    unsigned char *d = dst;
+    if (n > 0 && is_ascii(s, n)) {
+        memcpy(dst, s, (size_t)n);
+        return n;
+    }
+    while (i < n) {
+        uint32_t cp;
+        int ok;
+        int64_t k;
+        if (s[i] < 0x80u) {
+            *d++ = s[i++];
+            continue;
+        }
+        k = utf8_seq(s + i, n - i, &cp, &ok);
+        if (ok) {
+            memcpy(d, s + i, (size_t)k);
+            d += k;
+        } else {
+            d[0] = 0xEF;
+            d[1] = 0xBF;
+            d[2] = 0xBD;
+            d += 3;
+        }
+        i += k;
+    }
+    return d - dst;
+}
+
+/* code point at s[*i] (advancing *i), U+FFFD for an invalid subpart */
+static inline uint32_t next_cp(const unsigned char *s, int64_t n, int64_t *i)
+{
+    uint32_t cp;
+    int ok;
+    if (s[*i] < 0x80u)
+        return s[(*i)++];
+    *i += utf8_seq(s + *i, n - *i, &cp, &ok);
+    return cp;
+}
+
+/* a and b equal after replacement */
+static int utf8_eq(const unsigned char *a, int64_t na, const unsigned char *b, int64_t nb)
+{
+    int64_t i = 0, j = 0;
+    if (na == nb && memcmp(a, b, (size_t)na) == 0)
+        return 1;
+    while (i < na && j < nb)
+        if (next_cp(a, na, &i) != next_cp(b, nb, &j))
+            return 0;
+    return i == na && j == nb;
+}
+
+void rmq_gather(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int32_t *offsets,
+                unsigned char *out)
+{
+    int64_t i, o = 0;
+    offsets[0] = 0;
+    for (i = 0; i < n; i++) {
+        memcpy(out + o, data + pos[i], (size_t)len[i]);
+        o += len[i];
+        offsets[i + 1] = (int32_t)o;
+    }
+}
+
+int64_t rmq_gather_utf8_size(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n)
+{
+    int64_t i, o = 0;
+    for (i = 0; i < n; i++)
+        o += rmq_utf8_out_len(data + pos[i], len[i]);
+    return o;
+}
+
+void rmq_gather_utf8(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n,
+                     int32_t *offsets, unsigned char *out)
+{
+    int64_t i, o = 0;
+    offsets[0] = 0;
+    for (i = 0; i < n; i++) {
+        o += rmq_utf8_copy(out + o, data + pos[i], len[i]);
+        offsets[i + 1] = (int32_t)o;
+    }
+}
+
+/* decimal of v at d; returns the bytes written */
+static int put_dec(unsigned char *d, int64_t v)
+{
+    unsigned char tmp[24];
+    int k = 0, w = 0;
+    uint64_t u;
+    if (v < 0) {
+        d[w++] = '-';
+        u = (uint64_t)0 - (uint64_t)v;
+    } else {
+        u = (uint64_t)v;
+    }
+    do {
+        tmp[k++] = (unsigned char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    while (k)
+        d[w++] = tmp[--k];
+    return w;
+}
+
+static const char HEX_LO[] = "0123456789abcdef";
+static const char HEX_UP[] = "0123456789ABCDEF";
+
+int64_t rmq_format_hosts(const unsigned char *data, const int64_t *pos, const int64_t *port, const int64_t *sys_flag,
+                         int64_t v6_bit, int64_t n, int32_t *offsets, unsigned char *out)
+{
+    int64_t i, o = 0;
+    offsets[0] = 0;
+    for (i = 0; i < n; i++) {
+        const unsigned char *a = data + pos[i];
+        unsigned char *d = out + o;
+        int w = 0, j;
+        if (sys_flag[i] & v6_bit) {
+            for (j = 0; j < 8; j++) {
+                unsigned v = ((unsigned)a[2 * j] << 8) | a[2 * j + 1];
+                int started = 0, sh;
+                if (j)
+                    d[w++] = ':';
+                for (sh = 12; sh >= 0; sh -= 4) {
+                    unsigned nib = (v >> sh) & 0xFu;
+                    if (nib || started || sh == 0) {
+                        d[w++] = (unsigned char)HEX_LO[nib];
+                        started = 1;
+                    }
+                }
+            }
+        } else {
+            for (j = 0; j < 4; j++) {
+                if (j)
+                    d[w++] = '.';
+                w += put_dec(d + w, a[j]);
+            }
+        }
+        d[w++] = ':';
+        w += put_dec(d + w, port[i]);
+        o += w;
+        offsets[i + 1] = (int32_t)o;
+    }
+    return o;
+}
+
+static inline unsigned char *put_hex(unsigned char *d, const unsigned char *s, int k)
+{
+    int j;
+    for (j = 0; j < k; j++) {
+        *d++ = (unsigned char)HEX_UP[s[j] >> 4];
+        *d++ = (unsigned char)HEX_UP[s[j] & 0xF];
+    }
+    return d;
+}
+
+int64_t rmq_message_ids(const unsigned char *data, const int64_t *pos, const int64_t *port, const int64_t *sys_flag,
+                        int64_t v6_bit, const int64_t *offset, int64_t n, int32_t *offsets, unsigned char *out)
+{
+    int64_t i, o = 0;
+    offsets[0] = 0;
+    for (i = 0; i < n; i++) {
+        unsigned char tail[12];
+        uint32_t p = (uint32_t)port[i];
+        uint64_t off = (uint64_t)offset[i];
+        unsigned char *d = out + o;
+        int j;
+        for (j = 0; j < 4; j++)
+            tail[j] = (unsigned char)(p >> (24 - 8 * j));
+        for (j = 0; j < 8; j++)
+            tail[4 + j] = (unsigned char)(off >> (56 - 8 * j));
+        d = put_hex(d, data + pos[i], (sys_flag[i] & v6_bit) ? 16 : 4);
+        d = put_hex(d, tail, 12);
+        o = d - out;
+        offsets[i + 1] = (int32_t)o;
+    }
+    return o;
+}
+
+/* ---- properties ---------------------------------------------------------------------------------- */
+
+/* The entries of one properties string p[0, n) into scratch (4 int64 each: name start, name length,
+ * value start, value length, relative to p); returns how many. */
+static int64_t props_entries(const unsigned char *p, int64_t n, int64_t *sc)
+{
+    int64_t s = 0, ne = 0;
+    while (s < n) {
+        const unsigned char *q = memchr(p + s, 0x02, (size_t)(n - s));
+        int64_t e = q ? q - p : n;
+        const unsigned char *x = memchr(p + s, 0x01, (size_t)(e - s));
+        if (x) {
+            int64_t i = x - p, nl = i - s, vl = e - i - 1, j;
+            if (nl > 0 && vl > 0) {
+                for (j = 0; j < ne; j++)
+                    if (utf8_eq(p + sc[4 * j], sc[4 * j + 1], p + s, nl))
+                        break;
+                if (j == ne) {
+                    sc[4 * ne] = s;
+                    sc[4 * ne + 1] = nl;
+                    ne++;
+                }
+                sc[4 * j + 2] = i + 1;
+                sc[4 * j + 3] = vl;
+            }
+        }
+        s = e + 1;
+    }
+    return ne;
+}
+
+/* the entry named name (ASCII) or -1 */
+static int64_t find_entry(const unsigned char *p, const int64_t *sc, int64_t ne, const char *name, int64_t nl)
+{
+    int64_t j;
+    for (j = 0; j < ne; j++)
+        if (sc[4 * j + 1] == nl && memcmp(p + sc[4 * j], name, (size_t)nl) == 0)
+            return j;
+    return -1;
+}
+
+static void props_walk(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int64_t *sc,
+                       rmq_props_sizes *sz, rmq_props_out *o)
+{
+    int64_t r;
+    rmq_props_sizes t = {0, 0, 0, 0, 0, 0};
+    if (o) {
+        o->map_offsets[0] = 0;
+        o->key_offsets[0] = 0;
+        o->value_offsets[0] = 0;
+        o->tag_offsets[0] = 0;
+        o->keys_offsets[0] = 0;
+        o->token_offsets[0] = 0;
+    }
+    for (r = 0; r < n; r++) {
+        const unsigned char *p = data + pos[r];
+        int64_t ne = props_entries(p, len[r], sc), j, tg, ky;
+        for (j = 0; j < ne; j++) {
+            const unsigned char *nm = p + sc[4 * j], *va = p + sc[4 * j + 2];
+            int64_t nl = sc[4 * j + 1], vl = sc[4 * j + 3];
+            if (o) {
+                t.key_bytes += rmq_utf8_copy(o->key_data + t.key_bytes, nm, nl);
+                t.value_bytes += rmq_utf8_copy(o->value_data + t.value_bytes, va, vl);
+                o->key_offsets[t.entries + 1] = (int32_t)t.key_bytes;
+                o->value_offsets[t.entries + 1] = (int32_t)t.value_bytes;
+            } else {
+                t.key_bytes += rmq_utf8_out_len(nm, nl);
+                t.value_bytes += rmq_utf8_out_len(va, vl);
+            }
+            t.entries++;
+        }
+        tg = find_entry(p, sc, ne, "TAGS", 4);
+        if (tg >= 0) {
+            const unsigned char *va = p + sc[4 * tg + 2];
+            int64_t vl = sc[4 * tg + 3];
+            t.tag_bytes += o ? rmq_utf8_copy(o->tag_data + t.tag_bytes, va, vl) : rmq_utf8_out_len(va, vl);
+        }
+        ky = find_entry(p, sc, ne, "KEYS", 4);
+        if (ky >= 0) {
+            const unsigned char *va = p + sc[4 * ky + 2];
+            int64_t vl = sc[4 * ky + 3], s = 0;
+            while (s < vl) {
+                const unsigned char *q = memchr(va + s, ' ', (size_t)(vl - s));
+                int64_t e = q ? q - va : vl;
+                if (e > s) {
+                    if (o) {
+                        t.token_bytes += rmq_utf8_copy(o->token_data + t.token_bytes, va + s, e - s);
+                        o->token_offsets[t.tokens + 1] = (int32_t)t.token_bytes;
+                    } else {
+                        t.token_bytes += rmq_utf8_out_len(va + s, e - s);
+                    }
+                    t.tokens++;
+                }
+                s = e + 1;
+            }
+        }
+        if (o) {
+            o->map_offsets[r + 1] = (int32_t)t.entries;
+            o->tag_offsets[r + 1] = (int32_t)t.tag_bytes;
+            o->tag_valid[r] = tg >= 0;
+            o->keys_offsets[r + 1] = (int32_t)t.tokens;
+        }
+    }
+    if (sz)
+        *sz = t;
+}
+
+void rmq_props_size(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int64_t *scratch,
+                    rmq_props_sizes *sz)
+{
+    props_walk(data, pos, len, n, scratch, sz, NULL);
+}
+
+void rmq_props_fill(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int64_t *scratch,
+                    rmq_props_out *out)
+{
+    props_walk(data, pos, len, n, scratch, NULL, out);
+}
