@@ -25,6 +25,30 @@ static int is_ascii(const unsigned char *s, int64_t n)
     return (acc & HIGH_BITS) == 0;
 }
 
+/* d[0, n) = s[0, n) for short strings without a library call (no byte outside either range is touched) */
+static inline void copy_short(unsigned char *d, const unsigned char *s, int64_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n < 4) {
+        int64_t i;
+        for (i = 0; i < n; i++)
+            d[i] = s[i];
+    } else {
+        memcpy(d, s, (size_t)n);
+    }
+}
+
 /* One sequence at s[0, n), n >= 1, s[0] >= 0x80: its length; *ok = 0 for a maximal invalid subpart
  * (to be replaced by one U+FFFD), *cp its code point (0xFFFD when invalid). */
 static inline int64_t utf8_seq(const unsigned char *s, int64_t n, uint32_t *cp, int *ok)
@@ -155,10 +179,19 @@ void rmq_gather(const unsigned char *data, const int64_t *pos, const int64_t *le
     int64_t i, o = 0;
     offsets[0] = 0;
     for (i = 0; i < n; i++) {
-        memcpy(out + o, data + pos[i], (size_t)len[i]);
+        copy_short(out + o, data + pos[i], len[i]);
         o += len[i];
         offsets[i + 1] = (int32_t)o;
     }
+}
+
+int rmq_ranges_ascii(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n)
+{
+    int64_t i;
+    for (i = 0; i < n; i++)
+        if (!is_ascii(data + pos[i], len[i]))
+            return 0;
+    return 1;
 }
 
 int64_t rmq_gather_utf8_size(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n)
@@ -207,13 +240,22 @@ static const char HEX_UP[] = "0123456789ABCDEF";
 int64_t rmq_format_hosts(const unsigned char *data, const int64_t *pos, const int64_t *port, const int64_t *sys_flag,
                          int64_t v6_bit, int64_t n, int32_t *offsets, unsigned char *out)
 {
-    int64_t i, o = 0;
+    int64_t i, o = 0, prev_o = 0, prev_w = -1;
+    const unsigned char *prev_a = NULL;
+    int prev_k = 0;
     offsets[0] = 0;
     for (i = 0; i < n; i++) {
         const unsigned char *a = data + pos[i];
         unsigned char *d = out + o;
-        int w = 0, j;
-        if (sys_flag[i] & v6_bit) {
+        int w = 0, j, k = (sys_flag[i] & v6_bit) ? 16 : 4;
+        /* consecutive records mostly come from one host: repeat the last string */
+        if (prev_w >= 0 && k == prev_k && port[i] == port[i - 1] && memcmp(a, prev_a, (size_t)k) == 0) {
+            memcpy(d, out + prev_o, (size_t)prev_w);
+            o += prev_w;
+            offsets[i + 1] = (int32_t)o;
+            continue;
+        }
+        if (k == 16) {
             for (j = 0; j < 8; j++) {
                 unsigned v = ((unsigned)a[2 * j] << 8) | a[2 * j + 1];
                 int started = 0, sh;
@@ -236,6 +278,10 @@ int64_t rmq_format_hosts(const unsigned char *data, const int64_t *pos, const in
         }
         d[w++] = ':';
         w += put_dec(d + w, port[i]);
+        prev_o = o;
+        prev_w = w;
+        prev_a = a;
+        prev_k = k;
         o += w;
         offsets[i + 1] = (int32_t)o;
     }
@@ -255,20 +301,38 @@ static inline unsigned char *put_hex(unsigned char *d, const unsigned char *s, i
 int64_t rmq_message_ids(const unsigned char *data, const int64_t *pos, const int64_t *port, const int64_t *sys_flag,
                         int64_t v6_bit, const int64_t *offset, int64_t n, int32_t *offsets, unsigned char *out)
 {
-    int64_t i, o = 0;
+    int64_t i, o = 0, prev_o = -1;
+    const unsigned char *prev_a = NULL;
+    int prev_k = 0;
     offsets[0] = 0;
     for (i = 0; i < n; i++) {
-        unsigned char tail[12];
+        const unsigned char *a = data + pos[i];
         uint32_t p = (uint32_t)port[i];
         uint64_t off = (uint64_t)offset[i];
         unsigned char *d = out + o;
-        int j;
-        for (j = 0; j < 4; j++)
-            tail[j] = (unsigned char)(p >> (24 - 8 * j));
-        for (j = 0; j < 8; j++)
-            tail[4 + j] = (unsigned char)(off >> (56 - 8 * j));
-        d = put_hex(d, data + pos[i], (sys_flag[i] & v6_bit) ? 16 : 4);
-        d = put_hex(d, tail, 12);
+        int j, k = (sys_flag[i] & v6_bit) ? 16 : 4;
+        if (prev_o >= 0 && k == prev_k && port[i] == port[i - 1] && memcmp(a, prev_a, (size_t)k) == 0) {
+            /* same address and port: same prefix */
+            if (k == 4)
+                memcpy(d, out + prev_o, 16);
+            else
+                memcpy(d, out + prev_o, 40);
+            d += 2 * k + 8;
+        } else {
+            unsigned char pb[4];
+            for (j = 0; j < 4; j++)
+                pb[j] = (unsigned char)(p >> (24 - 8 * j));
+            d = put_hex(d, a, k);
+            d = put_hex(d, pb, 4);
+        }
+        prev_o = o;
+        prev_a = a;
+        prev_k = k;
+        for (j = 15; j >= 0; j--) {
+            d[j] = (unsigned char)HEX_UP[off & 0xF];
+            off >>= 4;
+        }
+        d += 16;
         o = d - out;
         offsets[i + 1] = (int32_t)o;
     }
@@ -277,119 +341,103 @@ int64_t rmq_message_ids(const unsigned char *data, const int64_t *pos, const int
 
 /* ---- properties ---------------------------------------------------------------------------------- */
 
-/* The entries of one properties string p[0, n) into scratch (4 int64 each: name start, name length,
- * value start, value length, relative to p); returns how many. */
-static int64_t props_entries(const unsigned char *p, int64_t n, int64_t *sc)
+/* The entries of one properties string p[0, n) into sc (4 int64 each: name start, name length,
+ * value start, value length, relative to p); returns how many; *tags / *keys: the TAGS / KEYS
+ * entry or -1. One byte loop finds the separators (strings are short: calls cost more than bytes). */
+static int64_t props_entries(const unsigned char *p, int64_t n, int ascii, int64_t *sc, int64_t *tags,
+                             int64_t *keys)
 {
-    int64_t s = 0, ne = 0;
+    int64_t s = 0, ne = 0, i;
+    *tags = *keys = -1;
     while (s < n) {
-        const unsigned char *q = memchr(p + s, 0x02, (size_t)(n - s));
-        int64_t e = q ? q - p : n;
-        const unsigned char *x = memchr(p + s, 0x01, (size_t)(e - s));
-        if (x) {
-            int64_t i = x - p, nl = i - s, vl = e - i - 1, j;
-            if (nl > 0 && vl > 0) {
-                for (j = 0; j < ne; j++)
-                    if (utf8_eq(p + sc[4 * j], sc[4 * j + 1], p + s, nl))
-                        break;
-                if (j == ne) {
-                    sc[4 * ne] = s;
-                    sc[4 * ne + 1] = nl;
-                    ne++;
-                }
-                sc[4 * j + 2] = i + 1;
-                sc[4 * j + 3] = vl;
+        int64_t x = -1, e = s, nl, vl, j;
+        while (e < n && p[e] != 0x02) {
+            if (p[e] == 0x01 && x < 0)
+                x = e;
+            e++;
+        }
+        i = x;
+        nl = i - s;
+        vl = e - i - 1;
+        if (x >= 0 && nl > 0 && vl > 0) {
+            const unsigned char *nm = p + s;
+            for (j = 0; j < ne; j++) {
+                int64_t ol = sc[4 * j + 1];
+                const unsigned char *o = p + sc[4 * j];
+                if (ascii ? (ol == nl && o[0] == nm[0] && memcmp(o, nm, (size_t)nl) == 0) : utf8_eq(o, ol, nm, nl))
+                    break;
             }
+            if (j == ne) {
+                sc[4 * ne] = s;
+                sc[4 * ne + 1] = nl;
+                if (nl == 4 && memcmp(nm, "TAGS", 4) == 0)
+                    *tags = ne;
+                else if (nl == 4 && memcmp(nm, "KEYS", 4) == 0)
+                    *keys = ne;
+                ne++;
+            }
+            sc[4 * j + 2] = i + 1;
+            sc[4 * j + 3] = vl;
         }
         s = e + 1;
     }
     return ne;
 }
 
-/* the entry named name (ASCII) or -1 */
-static int64_t find_entry(const unsigned char *p, const int64_t *sc, int64_t ne, const char *name, int64_t nl)
+/* copy s[0, n) to d with replacement unless the record is known ASCII; returns bytes written */
+static inline int64_t put_text(unsigned char *d, const unsigned char *s, int64_t n, int ascii)
 {
-    int64_t j;
-    for (j = 0; j < ne; j++)
-        if (sc[4 * j + 1] == nl && memcmp(p + sc[4 * j], name, (size_t)nl) == 0)
-            return j;
-    return -1;
+    if (ascii) {
+        copy_short(d, s, n);
+        return n;
+    }
+    return rmq_utf8_copy(d, s, n);
 }
 
-static void props_walk(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int64_t *sc,
-                       rmq_props_sizes *sz, rmq_props_out *o)
+void rmq_props_fill(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int all_ascii,
+                    int64_t *sc, rmq_props_out *o, rmq_props_sizes *sz)
 {
     int64_t r;
     rmq_props_sizes t = {0, 0, 0, 0, 0, 0};
-    if (o) {
-        o->map_offsets[0] = 0;
-        o->key_offsets[0] = 0;
-        o->value_offsets[0] = 0;
-        o->tag_offsets[0] = 0;
-        o->keys_offsets[0] = 0;
-        o->token_offsets[0] = 0;
-    }
+    o->map_offsets[0] = 0;
+    o->key_offsets[0] = 0;
+    o->value_offsets[0] = 0;
+    o->tag_offsets[0] = 0;
+    o->keys_offsets[0] = 0;
+    o->token_offsets[0] = 0;
     for (r = 0; r < n; r++) {
         const unsigned char *p = data + pos[r];
-        int64_t ne = props_entries(p, len[r], sc), j, tg, ky;
+        int ascii = all_ascii || is_ascii(p, len[r]);
+        int64_t tg, ky, j;
+        int64_t ne = props_entries(p, len[r], ascii, sc, &tg, &ky);
         for (j = 0; j < ne; j++) {
-            const unsigned char *nm = p + sc[4 * j], *va = p + sc[4 * j + 2];
-            int64_t nl = sc[4 * j + 1], vl = sc[4 * j + 3];
-            if (o) {
-                t.key_bytes += rmq_utf8_copy(o->key_data + t.key_bytes, nm, nl);
-                t.value_bytes += rmq_utf8_copy(o->value_data + t.value_bytes, va, vl);
-                o->key_offsets[t.entries + 1] = (int32_t)t.key_bytes;
-                o->value_offsets[t.entries + 1] = (int32_t)t.value_bytes;
-            } else {
-                t.key_bytes += rmq_utf8_out_len(nm, nl);
-                t.value_bytes += rmq_utf8_out_len(va, vl);
-            }
+            t.key_bytes += put_text(o->key_data + t.key_bytes, p + sc[4 * j], sc[4 * j + 1], ascii);
+            t.value_bytes += put_text(o->value_data + t.value_bytes, p + sc[4 * j + 2], sc[4 * j + 3], ascii);
             t.entries++;
+            o->key_offsets[t.entries] = (int32_t)t.key_bytes;
+            o->value_offsets[t.entries] = (int32_t)t.value_bytes;
         }
-        tg = find_entry(p, sc, ne, "TAGS", 4);
-        if (tg >= 0) {
-            const unsigned char *va = p + sc[4 * tg + 2];
-            int64_t vl = sc[4 * tg + 3];
-            t.tag_bytes += o ? rmq_utf8_copy(o->tag_data + t.tag_bytes, va, vl) : rmq_utf8_out_len(va, vl);
-        }
-        ky = find_entry(p, sc, ne, "KEYS", 4);
+        if (tg >= 0)
+            t.tag_bytes += put_text(o->tag_data + t.tag_bytes, p + sc[4 * tg + 2], sc[4 * tg + 3], ascii);
         if (ky >= 0) {
             const unsigned char *va = p + sc[4 * ky + 2];
             int64_t vl = sc[4 * ky + 3], s = 0;
             while (s < vl) {
-                const unsigned char *q = memchr(va + s, ' ', (size_t)(vl - s));
-                int64_t e = q ? q - va : vl;
+                int64_t e = s;
+                while (e < vl && va[e] != ' ')
+                    e++;
                 if (e > s) {
-                    if (o) {
-                        t.token_bytes += rmq_utf8_copy(o->token_data + t.token_bytes, va + s, e - s);
-                        o->token_offsets[t.tokens + 1] = (int32_t)t.token_bytes;
-                    } else {
-                        t.token_bytes += rmq_utf8_out_len(va + s, e - s);
-                    }
+                    t.token_bytes += put_text(o->token_data + t.token_bytes, va + s, e - s, ascii);
                     t.tokens++;
+                    o->token_offsets[t.tokens] = (int32_t)t.token_bytes;
                 }
                 s = e + 1;
             }
         }
-        if (o) {
-            o->map_offsets[r + 1] = (int32_t)t.entries;
-            o->tag_offsets[r + 1] = (int32_t)t.tag_bytes;
-            o->tag_valid[r] = tg >= 0;
-            o->keys_offsets[r + 1] = (int32_t)t.tokens;
-        }
+        o->map_offsets[r + 1] = (int32_t)t.entries;
+        o->tag_offsets[r + 1] = (int32_t)t.tag_bytes;
+        o->tag_valid[r] = tg >= 0;
+        o->keys_offsets[r + 1] = (int32_t)t.tokens;
     }
-    if (sz)
-        *sz = t;
-}
-
-void rmq_props_size(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int64_t *scratch,
-                    rmq_props_sizes *sz)
-{
-    props_walk(data, pos, len, n, scratch, sz, NULL);
-}
-
-void rmq_props_fill(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int64_t *scratch,
-                    rmq_props_out *out)
-{
-    props_walk(data, pos, len, n, scratch, NULL, out);
+    *sz = t;
 }

@@ -34,6 +34,9 @@ int64_t rmq_utf8_copy(unsigned char *dst, const unsigned char *s, int64_t n);
 void rmq_gather(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int32_t *offsets,
                 unsigned char *out);
 
+/* 1 when every data[pos[i], pos[i] + len[i]) is ASCII */
+int rmq_ranges_ascii(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n);
+
 /* the same with U+FFFD replacement; size first */
 int64_t rmq_gather_utf8_size(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n);
 void rmq_gather_utf8(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n,
@@ -76,10 +79,10 @@ typedef struct {
     unsigned char *token_data;
 } rmq_props_out;
 
-void rmq_props_size(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int64_t *scratch,
-                    rmq_props_sizes *sz);
-void rmq_props_fill(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int64_t *scratch,
-                    rmq_props_out *out);
+/* fills out (sized for the worst case: bytes 3 * sum(len) -- sum(len) when all ASCII --, entries and
+ * tokens sum(len) / 2 + n) and returns the sizes used in *sz */
+void rmq_props_fill(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int all_ascii,
+                    int64_t *scratch, rmq_props_out *out, rmq_props_sizes *sz);
 
 #ifdef __cplusplus
 }

@@ -46,10 +46,9 @@ cdef extern from "rmq_arrow.h" nogil:
     int64_t rmq_message_ids(const unsigned char *data, const int64_t *pos, const int64_t *port,
                             const int64_t *sys_flag, int64_t v6_bit, const int64_t *offset, int64_t n,
                             int32_t *offsets, unsigned char *out)
-    void rmq_props_size(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n,
-                        int64_t *scratch, rmq_props_sizes *sz)
+    int rmq_ranges_ascii(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n)
     void rmq_props_fill(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n,
-                        int64_t *scratch, rmq_props_out *out)
+                        int all_ascii, int64_t *scratch, rmq_props_out *out, rmq_props_sizes *sz)
 
 cdef int64_t I32_MAX = 2147483647
 cdef unsigned char _EMPTY = 0
@@ -215,52 +214,53 @@ def split_properties(const unsigned char[::1] data not None, pos, length):
     n = len(pos)
     cdef const int64_t[::1] p = _col(pos, n, "pos")
     cdef const int64_t[::1] l = _col(length, n, "length")
-    cdef int64_t longest
-    _check_ranges(p, l, data.shape[0], &longest)
+    cdef int64_t longest, cap, ecap
+    cdef int64_t total = _check_ranges(p, l, data.shape[0], &longest)
     cdef const unsigned char *base = _base(data)
     cdef const int64_t *pp = &p[0] if n > 0 else &_ZERO64
     cdef const int64_t *lp = &l[0] if n > 0 else &_ZERO64
     cdef int64_t nn = n
+    cdef int ascii
     cdef rmq_props_sizes sz
     cdef rmq_props_out out
+    with nogil:
+        ascii = rmq_ranges_ascii(base, pp, lp, nn)
+    # worst cases: replacement triples bytes; an entry or token takes at least two bytes
+    cap = total if ascii else 3 * total
+    ecap = total // 2 + n
+    _fits(cap, "properties")
+    _fits(ecap, "map entries")
+    map_offsets = np.empty(n + 1, dtype=np.int32)
+    key_offsets = np.empty(ecap + 1, dtype=np.int32)
+    key_data = np.empty(cap, dtype=np.uint8)
+    value_offsets = np.empty(ecap + 1, dtype=np.int32)
+    value_data = np.empty(cap, dtype=np.uint8)
+    tag_offsets = np.empty(n + 1, dtype=np.int32)
+    tag_data = np.empty(cap, dtype=np.uint8)
+    tag_valid = np.empty(n, dtype=np.uint8)
+    keys_offsets = np.empty(n + 1, dtype=np.int32)
+    token_offsets = np.empty(ecap + 1, dtype=np.int32)
+    token_data = np.empty(cap, dtype=np.uint8)
+    out.map_offsets = _i32(map_offsets)
+    out.key_offsets = _i32(key_offsets)
+    out.key_data = _u8(key_data)
+    out.value_offsets = _i32(value_offsets)
+    out.value_data = _u8(value_data)
+    out.tag_offsets = _i32(tag_offsets)
+    out.tag_data = _u8(tag_data)
+    out.tag_valid = _u8(tag_valid)
+    out.keys_offsets = _i32(keys_offsets)
+    out.token_offsets = _i32(token_offsets)
+    out.token_data = _u8(token_data)
     cdef int64_t *scratch = <int64_t *>malloc(sizeof(int64_t) * 4 * (longest // 2 + 2))
     if scratch == NULL:
         raise MemoryError()
-    try:
-        with nogil:
-            rmq_props_size(base, pp, lp, nn, scratch, &sz)
-        for v, what in ((sz.key_bytes, "property names"), (sz.value_bytes, "property values"),
-                        (sz.tag_bytes, "tags"), (sz.token_bytes, "keys"), (sz.entries, "map entries"),
-                        (sz.tokens, "key tokens")):
-            _fits(v, what)
-        map_offsets = np.empty(n + 1, dtype=np.int32)
-        key_offsets = np.empty(sz.entries + 1, dtype=np.int32)
-        key_data = np.empty(sz.key_bytes, dtype=np.uint8)
-        value_offsets = np.empty(sz.entries + 1, dtype=np.int32)
-        value_data = np.empty(sz.value_bytes, dtype=np.uint8)
-        tag_offsets = np.empty(n + 1, dtype=np.int32)
-        tag_data = np.empty(sz.tag_bytes, dtype=np.uint8)
-        tag_valid = np.empty(n, dtype=np.uint8)
-        keys_offsets = np.empty(n + 1, dtype=np.int32)
-        token_offsets = np.empty(sz.tokens + 1, dtype=np.int32)
-        token_data = np.empty(sz.token_bytes, dtype=np.uint8)
-        out.map_offsets = _i32(map_offsets)
-        out.key_offsets = _i32(key_offsets)
-        out.key_data = _u8(key_data)
-        out.value_offsets = _i32(value_offsets)
-        out.value_data = _u8(value_data)
-        out.tag_offsets = _i32(tag_offsets)
-        out.tag_data = _u8(tag_data)
-        out.tag_valid = _u8(tag_valid)
-        out.keys_offsets = _i32(keys_offsets)
-        out.token_offsets = _i32(token_offsets)
-        out.token_data = _u8(token_data)
-        with nogil:
-            rmq_props_fill(base, pp, lp, nn, scratch, &out)
-    finally:
-        free(scratch)
-    return (map_offsets, key_offsets, key_data, value_offsets, value_data, tag_offsets, tag_data, tag_valid,
-            keys_offsets, token_offsets, token_data)
+    with nogil:
+        rmq_props_fill(base, pp, lp, nn, ascii, scratch, &out, &sz)
+    free(scratch)
+    return (map_offsets, key_offsets[:sz.entries + 1], key_data[:sz.key_bytes],
+            value_offsets[:sz.entries + 1], value_data[:sz.value_bytes], tag_offsets, tag_data[:sz.tag_bytes],
+            tag_valid, keys_offsets, token_offsets[:sz.tokens + 1], token_data[:sz.token_bytes])
 
 
 cdef int32_t *_i32(object a) except NULL:

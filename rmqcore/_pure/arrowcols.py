@@ -31,8 +31,10 @@ def _col(a: Any, n: int, name: str) -> list[int]:
     return c.tolist()  # type: ignore[no-any-return]
 
 
-def _bytes(data: Any) -> bytes:
-    return bytes(memoryview(data).cast("B"))
+def _view(data: Any) -> memoryview:
+    """A byte view (not a copy: ``data`` may be a whole mapped file); use it in a ``with``."""
+    m = memoryview(data)
+    return m if m.format == "B" and m.ndim == 1 else m.cast("B")
 
 
 def _check_ranges(pos: list[int], ln: list[int], size: int) -> None:
@@ -60,39 +62,39 @@ def _utf8(b: bytes) -> bytes:
 
 def gather(data: Any, pos: Any, length: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(offsets, values)``: the slices ``data[pos[i]:pos[i] + length[i]]`` concatenated (raw bytes)."""
-    d = _bytes(data)
     n = len(pos)
     p, ln = _col(pos, n, "pos"), _col(length, n, "length")
-    _check_ranges(p, ln, len(d))
-    return _pack([d[a : a + k] for a, k in zip(p, ln, strict=True)])
+    with _view(data) as d:
+        _check_ranges(p, ln, len(d))
+        return _pack([bytes(d[a : a + k]) for a, k in zip(p, ln, strict=True)])
 
 
 def gather_utf8(data: Any, pos: Any, length: Any) -> tuple[np.ndarray, np.ndarray]:
     """As ``gather``, each slice decoded as ``bytes.decode("utf-8", "replace")`` and re-encoded."""
-    d = _bytes(data)
     n = len(pos)
     p, ln = _col(pos, n, "pos"), _col(length, n, "length")
-    _check_ranges(p, ln, len(d))
-    return _pack([_utf8(d[a : a + k]) for a, k in zip(p, ln, strict=True)])
+    with _view(data) as d:
+        _check_ranges(p, ln, len(d))
+        return _pack([_utf8(bytes(d[a : a + k])) for a, k in zip(p, ln, strict=True)])
 
 
-def _addresses(d: bytes, pos: list[int], flags: list[int], v6_bit: int) -> list[bytes]:
+def _addresses(data: Any, pos: list[int], flags: list[int], v6_bit: int) -> list[bytes]:
     out = []
-    for i, (p, f) in enumerate(zip(pos, flags, strict=True)):
-        w = 16 if f & v6_bit else 4
-        if p < 0 or p + w > len(d):
-            raise ValueError(f"host address {i} at {p} lies outside data of {len(d)} bytes")
-        out.append(d[p : p + w])
+    with _view(data) as d:
+        for i, (p, f) in enumerate(zip(pos, flags, strict=True)):
+            w = 16 if f & v6_bit else 4
+            if p < 0 or p + w > len(d):
+                raise ValueError(f"host address {i} at {p} lies outside data of {len(d)} bytes")
+            out.append(bytes(d[p : p + w]))
     return out
 
 
 def format_hosts(data: Any, pos: Any, port: Any, sys_flag: Any, v6_bit: int) -> tuple[np.ndarray, np.ndarray]:
     """``(offsets, values)`` of ``message.format_host(address, port[i])``, the address being the 16
     bytes at ``pos[i]`` when ``sys_flag[i] & v6_bit``, else the 4 bytes there."""
-    d = _bytes(data)
     n = len(pos)
     p, pt, fl = _col(pos, n, "pos"), _col(port, n, "port"), _col(sys_flag, n, "sys_flag")
-    addrs = _addresses(d, p, fl, int(v6_bit))
+    addrs = _addresses(data, p, fl, int(v6_bit))
     return _pack([format_host(a, q).encode() for a, q in zip(addrs, pt, strict=True)])
 
 
@@ -101,11 +103,10 @@ def message_ids(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(offsets, values)`` of ``message.create_message_id(address, port[i], offset[i])`` (address
     as in ``format_hosts``)."""
-    d = _bytes(data)
     n = len(pos)
     p, pt, fl = _col(pos, n, "pos"), _col(port, n, "port"), _col(sys_flag, n, "sys_flag")
     of = _col(offset, n, "offset")
-    addrs = _addresses(d, p, fl, int(v6_bit))
+    addrs = _addresses(data, p, fl, int(v6_bit))
     for i, q in enumerate(pt):
         if not -(2**31) <= q < 2**31:
             raise ValueError(f"port {q} of row {i} is not an int32")
@@ -121,18 +122,19 @@ def split_properties(data: Any, pos: Any, length: Any) -> tuple[np.ndarray, ...]
     order), its TAGS value (``tag_valid`` uint8 0 where it has none) and its KEYS value split on
     single spaces with empty tokens dropped (list offsets into the tokens).
     """
-    d = _bytes(data)
     n = len(pos)
     p, ln = _col(pos, n, "pos"), _col(length, n, "length")
-    _check_ranges(p, ln, len(d))
+    with _view(data) as d:
+        _check_ranges(p, ln, len(d))
+        raw = [bytes(d[a : a + k]) for a, k in zip(p, ln, strict=True)]
     map_off, keys_off = [0], [0]
     names: list[bytes] = []
     values: list[bytes] = []
     tags: list[bytes] = []
     valid: list[int] = []
     tokens: list[bytes] = []
-    for a, k in zip(p, ln, strict=True):
-        m = parse_properties(d[a : a + k].decode("utf-8", "replace"))
+    for r in raw:
+        m = parse_properties(r.decode("utf-8", "replace"))
         for name, value in m.items():
             names.append(name.encode())
             values.append(value.encode())

@@ -17,7 +17,7 @@ foreign or never-rewritten stores -- by a native header walk counting records), 
 ``CommitLog.read_batch`` (the native batch decoder) into Arrow record batches.
 
 Options: ``commitlogFileSize``, ``cqFileSize`` (default: ``rmqcore.json``, else the files' sizes,
-as MessageStore does), ``recordsPerPartition``, ``batchRows`` (rows per Arrow batch, 4096),
+as MessageStore does), ``recordsPerPartition``, ``batchRows`` (rows per Arrow batch, 8192),
 ``key`` + ``keyTopic`` (see below; ``indexSlots``/``indexEntries`` give the index file geometry
 of foreign stores, default ``rmqcore.json`` or RocketMQ's 5M/20M), ``cqPruning`` ("true").
 
@@ -77,6 +77,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -205,108 +206,97 @@ class RowFilter:
         )
 
 
-def _gather(data: np.ndarray, pos: np.ndarray, ln: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate ``data[pos[i]:pos[i]+ln[i]]``: (int32 offsets, uint8 values)."""
-    offsets = np.zeros(len(ln) + 1, dtype=np.int64)
-    np.cumsum(ln, out=offsets[1:])
-    total = int(offsets[-1])
-    if total:
-        idx = np.repeat(pos - offsets[:-1], ln) + np.arange(total, dtype=np.int64)
-        values = data[idx]
-    else:
-        values = np.zeros(0, dtype=np.uint8)
-    return offsets.astype(np.int32), values
+def _kernel() -> Any:
+    from .. import _impl
+
+    return _impl.arrowcols
 
 
-def _var_array(typ: pa.DataType, data: np.ndarray, pos: np.ndarray, ln: np.ndarray) -> pa.Array:
-    offs, vals = _gather(data, pos, ln)
-    return pa.Array.from_buffers(typ, len(ln), [None, pa.py_buffer(offs), pa.py_buffer(vals)])
+def _strings(typ: pa.DataType, n: int, ov: tuple[np.ndarray, np.ndarray], valid: Any = None) -> pa.Array:
+    """An Arrow string/binary array from a kernel's (int32 offsets, uint8 values)."""
+    offsets, values = ov
+    return pa.Array.from_buffers(typ, n, [valid, pa.py_buffer(offsets), pa.py_buffer(values)])
 
 
-def _hosts(data: bytes, pos: list[int], ports: list[int], v6: list[bool]) -> list[str]:
-    from ..message import format_host
+def _constant(s: str, n: int) -> pa.Array:
+    b = s.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(b))
+    return _strings(pa.string(), n, (offsets, np.frombuffer(b * n, dtype=np.uint8)))
 
-    cache: dict[tuple[bytes, int], str] = {}
-    out = []
-    for p, port, six in zip(pos, ports, v6, strict=False):
-        addr = data[p : p + (16 if six else 4)]
-        s = cache.get((addr, port))
-        if s is None:
-            s = cache[(addr, port)] = format_host(addr, port)
-        out.append(s)
-    return out
+
+_MAP_TYPE = ARROW_SCHEMA.field("properties").type
+_KEYS_TYPE = ARROW_SCHEMA.field("keys").type
 
 
 def batch_to_arrow(
     b: Any, store: str, flt: RowFilter | None = None, stop: int | None = None
 ) -> pa.RecordBatch | None:
     """One ``rmqcore.commitlog.RecordBatch`` as an Arrow batch of :data:`ARROW_SCHEMA` (rows at or
-    after ``stop`` and rows failing ``flt`` dropped); None when no row is left."""
-    from ..message import create_message_id, parse_properties
+    after ``stop`` and rows failing ``flt`` dropped); None when no row is left.
 
-    cols = b.columns
-    if len(b) == 0:
-        return None
-    phys = cols[L.C_POSITION] + b.start_offset
-    data = np.frombuffer(b.data, dtype=np.uint8)
-    keep = np.ones(len(b), dtype=bool)
-    if stop is not None:
-        keep &= phys < stop
-    if flt is not None and not flt.empty:
-        if flt.queue_ids is not None:
-            keep &= np.isin(cols[L.C_QUEUE_ID], np.fromiter(flt.queue_ids, dtype=np.int64))
-        if flt.ts_lo != _MIN:
-            keep &= cols[L.C_STORE_TIMESTAMP] >= flt.ts_lo
-        if flt.ts_hi != _MAX:
-            keep &= cols[L.C_STORE_TIMESTAMP] <= flt.ts_hi
-        if flt.topics is not None:
-            tb = {t.encode() for t in flt.topics}
-            tp, tl = cols[L.C_TOPIC_POS].tolist(), cols[L.C_TOPIC_LEN].tolist()
-            d = b.data
-            keep &= np.fromiter(
-                (d[p : p + n] in tb for p, n in zip(tp, tl, strict=False)), dtype=bool, count=len(tp)
-            )
-    if not keep.all():
-        cols = cols[:, keep]
-        phys = phys[keep]
+    Every column is built whole by the ``arrowcols`` kernel (or numpy) from the batch's bytes and
+    columns: no per-row Python."""
+    return columns_to_arrow(b.data, b.columns, b.start_offset, store, flt, stop)
+
+
+def columns_to_arrow(
+    data: Any, cols: np.ndarray, base: int, store: str, flt: RowFilter | None = None, stop: int | None = None
+) -> pa.RecordBatch | None:
+    """As :func:`batch_to_arrow` for decode_batch ``cols`` whose positions are relative to ``data``,
+    which starts at global CommitLog offset ``base``."""
     n = cols.shape[1]
     if n == 0:
         return None
+    k = _kernel()
+    phys = cols[L.C_POSITION] + base
+    keep = None
+    if stop is not None and phys[-1] >= stop:
+        keep = phys < stop
+    if flt is not None and not flt.empty:
+        m = np.ones(n, dtype=bool) if keep is None else keep
+        if flt.queue_ids is not None:
+            m &= np.isin(cols[L.C_QUEUE_ID], np.fromiter(flt.queue_ids, dtype=np.int64))
+        if flt.ts_lo != _MIN:
+            m &= cols[L.C_STORE_TIMESTAMP] >= flt.ts_lo
+        if flt.ts_hi != _MAX:
+            m &= cols[L.C_STORE_TIMESTAMP] <= flt.ts_hi
+        if flt.topics is not None:
+            topics = _strings(pa.string(), n, k.gather_utf8(data, cols[L.C_TOPIC_POS], cols[L.C_TOPIC_LEN]))
+            m &= pc.is_in(topics, value_set=pa.array(sorted(flt.topics), pa.string())).to_numpy(
+                zero_copy_only=False
+            )
+        keep = m
+    if keep is not None and not keep.all():
+        cols = cols[:, keep]
+        phys = phys[keep]
+        n = cols.shape[1]
+        if n == 0:
+            return None
     sys_flag = cols[L.C_SYS_FLAG]
-    d = b.data
-    born = _hosts(
-        d,
-        cols[L.C_BORN_HOST_POS].tolist(),
-        cols[L.C_BORN_PORT].tolist(),
-        ((sys_flag & L.FLAG_BORNHOST_V6) != 0).tolist(),
+    (mo, ko, kd, vo, vd, to, td, tv, kso, so, sd) = k.split_properties(
+        data, cols[L.C_PROPERTIES_POS], cols[L.C_PROPERTIES_LEN]
     )
-    sh_pos = cols[L.C_STORE_HOST_POS].tolist()
-    sh_v6 = ((sys_flag & L.FLAG_STOREHOST_V6) != 0).tolist()
-    sh_port = cols[L.C_STORE_PORT].tolist()
-    stores = _hosts(d, sh_pos, sh_port, sh_v6)
-    phys_l = phys.tolist()
-    msg_ids = [
-        create_message_id(d[p : p + (16 if six else 4)], port, off)
-        for p, six, port, off in zip(sh_pos, sh_v6, sh_port, phys_l, strict=False)
-    ]
-    tags: list[str | None] = []
-    keys: list[list[str]] = []
-    props: list[list[tuple[str, str]]] = []
-    for p, ln in zip(cols[L.C_PROPERTIES_POS].tolist(), cols[L.C_PROPERTIES_LEN].tolist(), strict=False):
-        m = parse_properties(d[p : p + ln].decode("utf-8", "replace"))
-        tags.append(m.get(L.PROPERTY_TAGS))
-        keys.append([k for k in m.get(L.PROPERTY_KEYS, "").split(L.KEY_SEPARATOR) if k])
-        props.append(list(m.items()))
+    ne = len(ko) - 1
+    props = pa.MapArray.from_arrays(
+        pa.array(mo), _strings(pa.string(), ne, (ko, kd)), _strings(pa.string(), ne, (vo, vd)), type=_MAP_TYPE
+    )
+    tags = _strings(
+        pa.string(), n, (to, td), None if tv.all() else pa.py_buffer(np.packbits(tv, bitorder="little"))
+    )
+    keys = pa.Array.from_buffers(
+        _KEYS_TYPE, n, [None, pa.py_buffer(kso)], children=[_strings(pa.string(), len(so) - 1, (so, sd))]
+    )
 
     def i32(c: int) -> pa.Array:
         return pa.array(cols[c].astype(np.int32))
 
-    def i64(c: int) -> pa.Array:
-        return pa.array(np.ascontiguousarray(cols[c]))
+    def i64(c: int) -> pa.Array:  # a copy: ``cols`` may be a reused decode buffer
+        return pa.array(cols[c].copy())
 
+    sh = (cols[L.C_STORE_HOST_POS], cols[L.C_STORE_PORT], sys_flag, L.FLAG_STOREHOST_V6)
     arrays = [
-        pa.array([store] * n, pa.string()),
-        _var_array(pa.string(), data, cols[L.C_TOPIC_POS], cols[L.C_TOPIC_LEN]),
+        _constant(store, n),
+        _strings(pa.string(), n, k.gather_utf8(data, cols[L.C_TOPIC_POS], cols[L.C_TOPIC_LEN])),
         i32(L.C_QUEUE_ID),
         i64(L.C_QUEUE_OFFSET),
         pa.array(np.ascontiguousarray(phys)),
@@ -314,34 +304,52 @@ def batch_to_arrow(
         i32(L.C_SYS_FLAG),
         i32(L.C_FLAG),
         i64(L.C_BORN_TIMESTAMP),
-        pa.array(born, pa.string()),
+        _strings(pa.string(), n, k.format_hosts(
+            data, cols[L.C_BORN_HOST_POS], cols[L.C_BORN_PORT], sys_flag, L.FLAG_BORNHOST_V6)),
         i64(L.C_STORE_TIMESTAMP),
-        pa.array(stores, pa.string()),
+        _strings(pa.string(), n, k.format_hosts(data, *sh)),
         i32(L.C_RECONSUME_TIMES),
         i64(L.C_PREPARED_TX_OFFSET),
-        pa.array(msg_ids, pa.string()),
-        pa.array(tags, pa.string()),
-        pa.array(keys, pa.list_(pa.string())),
-        pa.array(props, pa.map_(pa.string(), pa.string())),
-        _var_array(pa.binary(), data, cols[L.C_BODY_POS], cols[L.C_BODY_LEN]),
+        _strings(pa.string(), n, k.message_ids(data, *sh, phys)),
+        tags,
+        keys,
+        props,
+        _strings(pa.binary(), n, k.gather(data, cols[L.C_BODY_POS], cols[L.C_BODY_LEN])),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
 def decode_range(
-    cl: Any, store: str, start: int, stop: int, flt: RowFilter | None = None, batch_rows: int = 4096
+    cl: Any, store: str, start: int, stop: int, flt: RowFilter | None = None, batch_rows: int = 8192
 ) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of the records in ``[start, stop)`` (``start`` a record boundary)."""
+    """Arrow batches of the records in ``[start, stop)`` (``start`` a record boundary).
+
+    Decodes straight from the mapped CommitLog files (no copy of the record bytes: the Arrow
+    columns are gathered from the mapping, and no view of it outlives a batch) into one reused
+    column buffer."""
+    from ..commitlog import raise_status
+
     off = max(start, cl.min_offset)  # files removed by retention since planning: nothing to read there
     stop = min(stop, cl.max_offset)
+    codec = cl._codec
+    out = np.empty((L.NCOLUMNS, max(1, batch_rows)), dtype=np.int64)
     while off < stop:
-        b = cl.read_batch(off, max_records=batch_rows)
-        rb = batch_to_arrow(b, store, flt, stop)
-        if rb is not None:
-            yield rb
-        if b.next_offset <= off:
+        mf = cl.queue.find(off)
+        base = mf.file_from_offset
+        count, end, status = codec.decode_batch(mf.mm, off - base, mf.wrote_position, out, False)
+        if count:
+            rb = columns_to_arrow(mf.mm, out[:, :count], base, store, flt, stop)
+            if rb is not None:
+                yield rb
+        if status == L.ST_BLANK:
+            nxt = mf.file_end_offset
+        elif status < 0:
+            raise_status(codec, status, mf.path, end)
+        else:
+            nxt = base + end
+        if nxt <= off:
             break
-        off = b.next_offset
+        off = nxt
 
 
 # --- batch reader -----------------------------------------------------------------------------------------
@@ -568,7 +576,7 @@ class RmqReader(DataSourceReader):
             return
         cl = _open_commitlog(partition.store, partition.file_size, partition.end)
         try:
-            rows = int(self.options.get("batchrows", "4096"))
+            rows = int(self.options.get("batchrows", "8192"))
             if partition.offsets is not None:
                 for off in partition.offsets:
                     rb = batch_to_arrow(cl.read_batch(off, max_records=1), partition.store, self.flt)
