@@ -48,9 +48,12 @@ Writes
 ``body`` (binary), optional ``tags`` (string), ``keys`` (array<string> or a space-separated string),
 ``properties`` (map<string,string>). There is one writer per store: the write tasks only stage
 their rows as Arrow IPC files in ``<path>.rmq-staging/<job>/``; the single ``commit()`` on the
-driver then opens the store (taking its lock), appends all staged rows in partition order (queue
-offsets assigned by the store, dispatch to consume queues and the index inline), flushes and
-closes it, and deletes the staging files. ``abort()`` only deletes staging files, so a failed job
+driver validates every staged row, then opens the store (taking its lock) and appends the rows
+partition by partition with ``MessageStore.put_batch`` -- one call per run of up to 1 MiB / 1024
+rows of one (topic, queue id), so within a partition the rows of each queue keep their order (and
+get consecutive queue offsets) while rows of different queues are grouped, not interleaved, in
+the CommitLog; each batch shares one store timestamp --, dispatches to the consume queues and the
+index, flushes and closes it, and deletes the staging files. ``abort()`` only deletes staging files, so a failed job
 leaves the store unchanged. New stores take ``commitlogFileSize``/``cqFileSize``/``flavour``
 options.
 
@@ -653,14 +656,20 @@ class RmqWriter(DataSourceArrowWriter):
                 if m.rows:
                     with pa.memory_map(m.path) as src:
                         tables.append(pa.ipc.open_file(src).read_all())
-            rows = [_rows_of(t) for t in tables]  # validates every row before the store is touched
-            if not any(rows):
+            groups = [g for t in tables for g in _batches_of(t)]  # validates every row first
+            if not groups:
                 return
             store = MessageStore(self.path, **overrides)
             try:
-                for batch in rows:
-                    for topic, body, qid, kw in batch:
-                        store.put(topic, body, qid, **kw)
+                if store.commitlog.flavour >= 5:  # properties end with a separator there
+                    if max(g[5] for g in groups) + 1 > L.MAX_PROPERTIES_LEN:
+                        raise ValueError(f"properties exceed {L.MAX_PROPERTIES_LEN} UTF-8 bytes")
+                    groups = [(*g[:3], [r + L.PROPERTY_SEPARATOR if r else r for r in g[3]], g[4] + 1, g[5])
+                              for g in groups]
+                budget = max(1, min(_BATCH_BYTES, store.commitlog.file_size // 4))
+                for topic, qid, bodies, raws, sizes, _longest in groups:
+                    for a, z in _chunks(sizes, budget):
+                        store.put_batch(topic, bodies[a:z], qid, properties_raw=raws[a:z])
                 store.dispatch()
                 store.flush()
             finally:
@@ -681,42 +690,109 @@ def _rmdir_quiet(p: str) -> None:
         pass
 
 
-def _rows_of(table: pa.Table) -> list[tuple[str, bytes, int, dict[str, Any]]]:
-    """The put arguments of each row of a staged table, validated (topic, body size, queue id)."""
+_BATCH_BYTES = 1 << 20  # CommitLog bytes per put_batch call (a batch never spans files)
+_RECORD_OVERHEAD = 128  # header bytes of a record beside body, topic and properties (IPv6 hosts: 123)
+
+
+def _chunks(sizes: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Cut rows of estimated record ``sizes`` into runs of at most ``budget`` bytes (at least one
+    row each, at most 1024 rows)."""
+    out, a, n = [], 0, len(sizes)
+    csum = np.concatenate([[0], np.cumsum(sizes)])
+    while a < n:
+        z = int(np.searchsorted(csum, csum[a] + budget, side="right")) - 1
+        z = min(max(z, a + 1), n, a + 1024)
+        out.append((a, z))
+        a = z
+    return out
+
+
+def _properties_raw(tags: Any, keys: Any, props: Any) -> str:
+    """The flavour-4 properties string ``CommitLog.put(tags=, keys=, properties=)`` stores for a
+    written row (falsy tags/keys/properties are absent, as before)."""
+    from ..message import properties_to_string
+
+    kl = [k for k in (keys.split(" ") if isinstance(keys, str) else keys) if k] if keys else []
+    pm = dict(props) if props else {}
+    items = [(k, v) for k, v in pm.items() if k not in (L.PROPERTY_TAGS, L.PROPERTY_KEYS)]
+    if kl:
+        items.append((L.PROPERTY_KEYS, L.KEY_SEPARATOR.join(kl)))
+    elif L.PROPERTY_KEYS in pm:
+        items.append((L.PROPERTY_KEYS, pm[L.PROPERTY_KEYS]))
+    if tags:
+        items.append((L.PROPERTY_TAGS, tags))
+    elif L.PROPERTY_TAGS in pm:
+        items.append((L.PROPERTY_TAGS, pm[L.PROPERTY_TAGS]))
+    return properties_to_string(items, 4)
+
+
+def _batches_of(table: pa.Table) -> list[tuple[str, int, list[bytes], list[str], np.ndarray, int]]:
+    """The rows of a staged table, validated (topic, queue id, body size, properties) and grouped
+    by (topic, queue id) in first-appearance order, each group's rows in table order:
+    ``(topic, queue_id, bodies, flavour-4 properties strings, estimated record sizes, longest
+    properties in UTF-8 bytes)``."""
     from ..message import validate_topic
 
-    out = []
     names = set(table.column_names)
     for req in ("topic", "queue_id", "body"):
         if req not in names:
             raise ValueError(f"the rmq sink needs a {req!r} column (has {sorted(names)})")
-    cols = {
-        n: table.column(n).to_pylist()
-        for n in table.column_names
-        if n in ("topic", "queue_id", "body", "tags", "keys", "properties")
-    }
     n = table.num_rows
+    if n == 0:
+        return []
+    topic_col = table.column("topic").combine_chunks()
+    if topic_col.null_count:
+        i = int(np.flatnonzero(topic_col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ValueError(f"row {i}: topic is null")
+    enc = pc.dictionary_encode(topic_col)
+    topics = enc.dictionary.to_pylist()
+    for t in topics:
+        validate_topic(t)
+    tidx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    q = table.column("queue_id").combine_chunks()
+    qv = q.to_numpy(zero_copy_only=False) if not q.null_count else None
+    if qv is None or qv.dtype.kind not in "iu":
+        bad = [i for i, v in enumerate(q.to_pylist()) if v is None or not isinstance(v, int)]
+        raise ValueError(f"row {bad[0] if bad else 0}: invalid queue_id {q[bad[0] if bad else 0].as_py()!r}")
+    qv = qv.astype(np.int64)
+    badq = np.flatnonzero((qv < 0) | (qv >= 2**31))
+    if len(badq):
+        raise ValueError(f"row {int(badq[0])}: invalid queue_id {int(qv[badq[0]])!r}")
+    body_col = table.column("body").combine_chunks()
+    blen = pc.fill_null(pc.binary_length(body_col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    big = np.flatnonzero(blen > L.DEFAULT_MAX_MESSAGE_SIZE)
+    if len(big):
+        i = int(big[0])
+        raise ValueError(f"row {i}: body of {int(blen[i])} bytes exceeds the 4 MiB message limit")
+    bodies = [b"" if b is None else b for b in body_col.to_pylist()]
+    cols = [table.column(c).to_pylist() if c in names else None for c in ("tags", "keys", "properties")]
+    cache: dict[Any, tuple[str, int]] = {}
+    raws: list[str] = []
+    plens: list[int] = []
     for i in range(n):
-        kw: dict[str, Any] = {}
-        tags = cols.get("tags", [None] * n)[i]
-        if tags:
-            kw["tags"] = tags
-        keys = cols.get("keys", [None] * n)[i]
-        if keys:
-            kw["keys"] = [k for k in (keys.split(" ") if isinstance(keys, str) else keys) if k]
-        props = cols.get("properties", [None] * n)[i]
-        if props:
-            kw["properties"] = dict(props)
-        body = cols["body"][i]
-        body = b"" if body is None else bytes(body)
-        if len(body) > L.DEFAULT_MAX_MESSAGE_SIZE:
-            raise ValueError(f"row {i}: body of {len(body)} bytes exceeds the 4 MiB message limit")
-        qid = cols["queue_id"][i]
-        if qid is None or not 0 <= int(qid) < 2**31:
-            raise ValueError(f"row {i}: invalid queue_id {qid!r}")
-        topic = cols["topic"][i]
-        validate_topic(topic)
-        out.append((topic, body, int(qid), kw))
+        tg, ks, pr = (c[i] if c is not None else None for c in cols)
+        key = (tg, tuple(ks) if isinstance(ks, list) else ks, tuple(pr) if pr else None)
+        got = cache.get(key)
+        if got is None:
+            r = _properties_raw(tg, ks, pr)
+            nb = len(r.encode("utf-8", "surrogatepass"))
+            if nb > L.MAX_PROPERTIES_LEN:
+                raise ValueError(f"row {i}: properties of {nb} UTF-8 bytes exceed {L.MAX_PROPERTIES_LEN}")
+            got = cache[key] = (r, nb)
+        raws.append(got[0])
+        plens.append(got[1])
+    plen = np.array(plens, dtype=np.int64)
+    tlen = np.array([len(t) for t in topics], dtype=np.int64)[tidx]
+    sizes = _RECORD_OVERHEAD + blen + tlen + plen
+    gkey = tidx * (2**31) + qv
+    order = np.argsort(gkey, kind="stable")
+    sk = gkey[order]
+    cuts = np.flatnonzero(np.diff(sk)) + 1
+    out = []
+    for idx in sorted(np.split(order, cuts), key=lambda ix: int(ix[0])):
+        il = idx.tolist()
+        out.append((topics[int(tidx[il[0]])], int(qv[il[0]]), [bodies[i] for i in il], [raws[i] for i in il],
+                    sizes[idx], int(plen[idx].max())))
     return out
 
 
