@@ -10,6 +10,18 @@
 #include <string.h>
 
 #define HIGH_BITS 0x8080808080808080ull
+#define LOW3_BITS 0x0303030303030303ull
+
+/* eight bytes, first byte in the low bits whatever the host byte order */
+static inline uint64_t load_le64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
 
 static int is_ascii(const unsigned char *s, int64_t n)
 {
@@ -235,6 +247,16 @@ static int put_dec(unsigned char *d, int64_t v)
 }
 
 static const char HEX_LO[] = "0123456789abcdef";
+/* HEX_PAIRS[2 b], HEX_PAIRS[2 b + 1]: upper-case hex of byte b */
+static const char HEX_PAIRS[] =
+    "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F"
+    "202122232425262728292A2B2C2D2E2F303132333435363738393A3B3C3D3E3F"
+    "404142434445464748494A4B4C4D4E4F505152535455565758595A5B5C5D5E5F"
+    "606162636465666768696A6B6C6D6E6F707172737475767778797A7B7C7D7E7F"
+    "808182838485868788898A8B8C8D8E8F909192939495969798999A9B9C9D9E9F"
+    "A0A1A2A3A4A5A6A7A8A9AAABACADAEAFB0B1B2B3B4B5B6B7B8B9BABBBCBDBEBF"
+    "C0C1C2C3C4C5C6C7C8C9CACBCCCDCECFD0D1D2D3D4D5D6D7D8D9DADBDCDDDEDF"
+    "E0E1E2E3E4E5E6E7E8E9EAEBECEDEEEFF0F1F2F3F4F5F6F7F8F9FAFBFCFDFEFF";
 static const char HEX_UP[] = "0123456789ABCDEF";
 
 int64_t rmq_format_hosts(const unsigned char *data, const int64_t *pos, const int64_t *port, const int64_t *sys_flag,
@@ -328,9 +350,9 @@ int64_t rmq_message_ids(const unsigned char *data, const int64_t *pos, const int
         prev_o = o;
         prev_a = a;
         prev_k = k;
-        for (j = 15; j >= 0; j--) {
-            d[j] = (unsigned char)HEX_UP[off & 0xF];
-            off >>= 4;
+        for (j = 7; j >= 0; j--) {
+            memcpy(d + 2 * j, HEX_PAIRS + 2 * (off & 0xFF), 2);
+            off >>= 8;
         }
         d += 16;
         o = d - out;
@@ -351,7 +373,18 @@ static int64_t props_entries(const unsigned char *p, int64_t n, int ascii, int64
     *tags = *keys = -1;
     while (s < n) {
         int64_t x = -1, e = s, nl, vl, j;
-        while (e < n && p[e] != 0x02) {
+        for (;;) { /* to the next 0x02 (or the end), noting the first 0x01 */
+            while (e + 8 <= n) { /* skip words with no byte < 0x03 */
+                uint64_t v = load_le64(p + e);
+                uint64_t t = (v - LOW3_BITS) & ~v & HIGH_BITS;
+                if (t)
+                    break;
+                e += 8;
+            }
+            while (e < n && p[e] > 0x02)
+                e++;
+            if (e >= n || p[e] == 0x02)
+                break;
             if (p[e] == 0x01 && x < 0)
                 x = e;
             e++;

@@ -159,7 +159,8 @@ def test_native_matches_pure(props: list[bytes], data: Any) -> None:
         port = data.draw(st.lists(st.integers(-(2**31), 2**31 - 1), min_size=k, max_size=k))
         flags = data.draw(st.lists(st.sampled_from([0, V6, 0xFF]), min_size=k, max_size=k))
         offs = data.draw(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=k, max_size=k))
-        for f, args in (("format_hosts", (hpos, port, flags, V6)), ("message_ids", (hpos, port, flags, V6, offs))):
+        calls = (("format_hosts", (hpos, port, flags, V6)), ("message_ids", (hpos, port, flags, V6, offs)))
+        for f, args in calls:
             x, y = getattr(native, f)(buf, *args), getattr(pure, f)(buf, *args)
             assert all(a.tolist() == b.tolist() for a, b in zip(x, y, strict=True))
 

@@ -8,6 +8,10 @@ uint8 values. Strings are UTF-8 as ``bytes.decode("utf-8", "replace")`` makes th
 ``csrc/rmq_arrow.c``, run without the GIL after one bounds check of every input range here; no
 pointer into the inputs outlives a call.
 
+Outputs are allocated by ``empty(n, dtype)`` when given (e.g. from Arrow's memory pool, which
+keeps freed pages, where numpy's large allocations are fresh mappings faulted in page by page),
+else by ``numpy.empty``; they must be writable contiguous arrays of that shape and dtype.
+
 Raises ValueError when a range lies outside ``data``, the columns differ in length, or an output
 would not fit int32 offsets.
 """
@@ -51,6 +55,16 @@ cdef extern from "rmq_arrow.h" nogil:
                         int all_ascii, int64_t *scratch, rmq_props_out *out, rmq_props_sizes *sz)
 
 cdef int64_t I32_MAX = 2147483647
+
+
+def _new(empty, n, dtype):
+    """An output array: ``empty(n, dtype)`` (the caller's allocator) or numpy's."""
+    if empty is None:
+        return np.empty(n, dtype=dtype)
+    a = empty(n, dtype)
+    if a.dtype != dtype or a.shape != (n,):
+        raise ValueError(f"empty({n}, {dtype}) returned {a.dtype} {a.shape}")
+    return a
 cdef unsigned char _EMPTY = 0
 cdef int64_t _ZERO64 = 0
 
@@ -104,7 +118,7 @@ cdef _fits(int64_t total, str what):
         raise ValueError(f"{what}: {total} bytes do not fit Arrow int32 offsets")
 
 
-def gather(const unsigned char[::1] data not None, pos, length):
+def gather(const unsigned char[::1] data not None, pos, length, empty=None):
     """``(offsets, values)``: the slices ``data[pos[i]:pos[i] + length[i]]`` concatenated (raw bytes)."""
     n = len(pos)
     cdef const int64_t[::1] p = _col(pos, n, "pos")
@@ -112,8 +126,8 @@ def gather(const unsigned char[::1] data not None, pos, length):
     cdef int64_t longest
     cdef int64_t total = _check_ranges(p, l, data.shape[0], &longest)
     _fits(total, "gather")
-    offsets = np.empty(n + 1, dtype=np.int32)
-    values = np.empty(total, dtype=np.uint8)
+    offsets = _new(empty, n + 1, np.int32)
+    values = _new(empty, total, np.uint8)
     cdef int32_t[::1] ov = offsets
     cdef unsigned char[::1] vv = values
     cdef const unsigned char *base = _base(data)
@@ -126,31 +140,37 @@ def gather(const unsigned char[::1] data not None, pos, length):
     return offsets, values
 
 
-def gather_utf8(const unsigned char[::1] data not None, pos, length):
+def gather_utf8(const unsigned char[::1] data not None, pos, length, empty=None):
     """As ``gather``, each slice decoded as ``bytes.decode("utf-8", "replace")`` and re-encoded."""
     n = len(pos)
     cdef const int64_t[::1] p = _col(pos, n, "pos")
     cdef const int64_t[::1] l = _col(length, n, "length")
-    cdef int64_t longest, total
-    _check_ranges(p, l, data.shape[0], &longest)
+    cdef int64_t longest
+    cdef int64_t total = _check_ranges(p, l, data.shape[0], &longest)
     cdef const unsigned char *base = _base(data)
     cdef const int64_t *pp = &p[0] if n > 0 else &_ZERO64
     cdef const int64_t *lp = &l[0] if n > 0 else &_ZERO64
     cdef int64_t nn = n
+    cdef int ascii
     with nogil:
-        total = rmq_gather_utf8_size(base, pp, lp, nn)
+        ascii = rmq_ranges_ascii(base, pp, lp, nn)
+        if not ascii:
+            total = rmq_gather_utf8_size(base, pp, lp, nn)
     _fits(total, "gather_utf8")
-    offsets = np.empty(n + 1, dtype=np.int32)
-    values = np.empty(total, dtype=np.uint8)
+    offsets = _new(empty, n + 1, np.int32)
+    values = _new(empty, total, np.uint8)
     cdef int32_t[::1] ov = offsets
     cdef unsigned char[::1] vv = values
     cdef unsigned char *vp = &vv[0] if total > 0 else &_EMPTY
     with nogil:
-        rmq_gather_utf8(base, pp, lp, nn, &ov[0], vp)
+        if ascii:
+            rmq_gather(base, pp, lp, nn, &ov[0], vp)
+        else:
+            rmq_gather_utf8(base, pp, lp, nn, &ov[0], vp)
     return offsets, values
 
 
-def format_hosts(const unsigned char[::1] data not None, pos, port, sys_flag, v6_bit):
+def format_hosts(const unsigned char[::1] data not None, pos, port, sys_flag, v6_bit, empty=None):
     """``(offsets, values)`` of ``message.format_host(address, port[i])``, the address being the 16
     bytes at ``pos[i]`` when ``sys_flag[i] & v6_bit``, else the 4 bytes there."""
     n = len(pos)
@@ -160,8 +180,8 @@ def format_hosts(const unsigned char[::1] data not None, pos, port, sys_flag, v6
     cdef int64_t bit = v6_bit, used
     _check_hosts(p, fl, bit, data.shape[0])
     _fits(n * RMQ_HOST_MAX, "format_hosts")
-    offsets = np.empty(n + 1, dtype=np.int32)
-    values = np.empty(max(1, n * RMQ_HOST_MAX), dtype=np.uint8)
+    offsets = _new(empty, n + 1, np.int32)
+    values = _new(empty, max(1, n * RMQ_HOST_MAX), np.uint8)
     cdef int32_t[::1] ov = offsets
     cdef unsigned char[::1] vv = values
     cdef const unsigned char *base = _base(data)
@@ -174,7 +194,7 @@ def format_hosts(const unsigned char[::1] data not None, pos, port, sys_flag, v6
     return offsets, values[:used]
 
 
-def message_ids(const unsigned char[::1] data not None, pos, port, sys_flag, v6_bit, offset):
+def message_ids(const unsigned char[::1] data not None, pos, port, sys_flag, v6_bit, offset, empty=None):
     """``(offsets, values)`` of ``message.create_message_id(address, port[i], offset[i])`` (address
     as in ``format_hosts``)."""
     n = len(pos)
@@ -188,8 +208,8 @@ def message_ids(const unsigned char[::1] data not None, pos, port, sys_flag, v6_
         if pt[i] < -2147483648 or pt[i] > 2147483647:
             raise ValueError(f"port {pt[i]} of row {i} is not an int32")
     _fits(n * RMQ_MSGID_MAX, "message_ids")
-    offsets = np.empty(n + 1, dtype=np.int32)
-    values = np.empty(max(1, n * RMQ_MSGID_MAX), dtype=np.uint8)
+    offsets = _new(empty, n + 1, np.int32)
+    values = _new(empty, max(1, n * RMQ_MSGID_MAX), np.uint8)
     cdef int32_t[::1] ov = offsets
     cdef unsigned char[::1] vv = values
     cdef const unsigned char *base = _base(data)
@@ -202,7 +222,7 @@ def message_ids(const unsigned char[::1] data not None, pos, port, sys_flag, v6_
     return offsets, values[:used]
 
 
-def split_properties(const unsigned char[::1] data not None, pos, length):
+def split_properties(const unsigned char[::1] data not None, pos, length, empty=None):
     """The properties strings ``data[pos[i]:pos[i] + length[i]]`` as Arrow columns.
 
     Returns ``(map_offsets, key_offsets, key_data, value_offsets, value_data, tag_offsets, tag_data,
@@ -230,17 +250,17 @@ def split_properties(const unsigned char[::1] data not None, pos, length):
     ecap = total // 2 + n
     _fits(cap, "properties")
     _fits(ecap, "map entries")
-    map_offsets = np.empty(n + 1, dtype=np.int32)
-    key_offsets = np.empty(ecap + 1, dtype=np.int32)
-    key_data = np.empty(cap, dtype=np.uint8)
-    value_offsets = np.empty(ecap + 1, dtype=np.int32)
-    value_data = np.empty(cap, dtype=np.uint8)
-    tag_offsets = np.empty(n + 1, dtype=np.int32)
-    tag_data = np.empty(cap, dtype=np.uint8)
-    tag_valid = np.empty(n, dtype=np.uint8)
-    keys_offsets = np.empty(n + 1, dtype=np.int32)
-    token_offsets = np.empty(ecap + 1, dtype=np.int32)
-    token_data = np.empty(cap, dtype=np.uint8)
+    map_offsets = _new(empty, n + 1, np.int32)
+    key_offsets = _new(empty, ecap + 1, np.int32)
+    key_data = _new(empty, cap, np.uint8)
+    value_offsets = _new(empty, ecap + 1, np.int32)
+    value_data = _new(empty, cap, np.uint8)
+    tag_offsets = _new(empty, n + 1, np.int32)
+    tag_data = _new(empty, cap, np.uint8)
+    tag_valid = _new(empty, n, np.uint8)
+    keys_offsets = _new(empty, n + 1, np.int32)
+    token_offsets = _new(empty, ecap + 1, np.int32)
+    token_data = _new(empty, cap, np.uint8)
     out.map_offsets = _i32(map_offsets)
     out.key_offsets = _i32(key_offsets)
     out.key_data = _u8(key_data)

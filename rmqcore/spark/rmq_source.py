@@ -53,9 +53,9 @@ partition by partition with ``MessageStore.put_batch`` -- one call per run of up
 rows of one (topic, queue id), so within a partition the rows of each queue keep their order (and
 get consecutive queue offsets) while rows of different queues are grouped, not interleaved, in
 the CommitLog; each batch shares one store timestamp --, dispatches to the consume queues and the
-index, flushes and closes it, and deletes the staging files. ``abort()`` only deletes staging files, so a failed job
-leaves the store unchanged. New stores take ``commitlogFileSize``/``cqFileSize``/``flavour``
-options.
+index, flushes and closes it, and deletes the staging files. ``abort()`` only deletes staging
+files, so a failed job leaves the store unchanged. New stores take
+``commitlogFileSize``/``cqFileSize``/``flavour`` options.
 
 Streaming
 ---------
@@ -212,7 +212,15 @@ class RowFilter:
 def _kernel() -> Any:
     from .. import _impl
 
-    return _impl.arrowcols
+    return _impl.kernel("arrowcols")
+
+
+def _empty(n: int, dtype: Any) -> np.ndarray:
+    """An uninitialised array in Arrow's memory pool. Numpy takes large arrays from fresh mappings
+    that are faulted in page by page on every batch (that was a third of the decode time); the
+    pool keeps and reuses freed memory."""
+    dt = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(n * dt.itemsize), dtype=dt)
 
 
 def _strings(typ: pa.DataType, n: int, ov: tuple[np.ndarray, np.ndarray], valid: Any = None) -> pa.Array:
@@ -222,9 +230,19 @@ def _strings(typ: pa.DataType, n: int, ov: tuple[np.ndarray, np.ndarray], valid:
 
 
 def _constant(s: str, n: int) -> pa.Array:
-    b = s.encode()
-    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(b))
-    return _strings(pa.string(), n, (offsets, np.frombuffer(b * n, dtype=np.uint8)))
+    b = np.frombuffer(s.encode(), dtype=np.uint8)
+    offsets = _empty(n + 1, np.int32)
+    np.multiply(np.arange(n + 1, dtype=np.int32), np.int32(len(b)), out=offsets)
+    values = _empty(n * len(b), np.uint8)
+    values.reshape(n, len(b))[:] = b
+    return _strings(pa.string(), n, (offsets, values))
+
+
+def _column(src: np.ndarray, dtype: Any) -> pa.Array:
+    """A copy of a decode column (the decode buffer is reused) as an Arrow array."""
+    a = _empty(len(src), dtype)
+    a[:] = src
+    return pa.array(a)
 
 
 _MAP_TYPE = ARROW_SCHEMA.field("properties").type
@@ -264,7 +282,8 @@ def columns_to_arrow(
         if flt.ts_hi != _MAX:
             m &= cols[L.C_STORE_TIMESTAMP] <= flt.ts_hi
         if flt.topics is not None:
-            topics = _strings(pa.string(), n, k.gather_utf8(data, cols[L.C_TOPIC_POS], cols[L.C_TOPIC_LEN]))
+            tov = k.gather_utf8(data, cols[L.C_TOPIC_POS], cols[L.C_TOPIC_LEN], _empty)
+            topics = _strings(pa.string(), n, tov)
             m &= pc.is_in(topics, value_set=pa.array(sorted(flt.topics), pa.string())).to_numpy(
                 zero_copy_only=False
             )
@@ -277,7 +296,7 @@ def columns_to_arrow(
             return None
     sys_flag = cols[L.C_SYS_FLAG]
     (mo, ko, kd, vo, vd, to, td, tv, kso, so, sd) = k.split_properties(
-        data, cols[L.C_PROPERTIES_POS], cols[L.C_PROPERTIES_LEN]
+        data, cols[L.C_PROPERTIES_POS], cols[L.C_PROPERTIES_LEN], _empty
     )
     ne = len(ko) - 1
     props = pa.MapArray.from_arrays(
@@ -291,33 +310,33 @@ def columns_to_arrow(
     )
 
     def i32(c: int) -> pa.Array:
-        return pa.array(cols[c].astype(np.int32))
+        return _column(cols[c], np.int32)
 
     def i64(c: int) -> pa.Array:  # a copy: ``cols`` may be a reused decode buffer
-        return pa.array(cols[c].copy())
+        return _column(cols[c], np.int64)
 
     sh = (cols[L.C_STORE_HOST_POS], cols[L.C_STORE_PORT], sys_flag, L.FLAG_STOREHOST_V6)
     arrays = [
         _constant(store, n),
-        _strings(pa.string(), n, k.gather_utf8(data, cols[L.C_TOPIC_POS], cols[L.C_TOPIC_LEN])),
+        _strings(pa.string(), n, k.gather_utf8(data, cols[L.C_TOPIC_POS], cols[L.C_TOPIC_LEN], _empty)),
         i32(L.C_QUEUE_ID),
         i64(L.C_QUEUE_OFFSET),
-        pa.array(np.ascontiguousarray(phys)),
+        _column(phys, np.int64),
         i32(L.C_SIZE),
         i32(L.C_SYS_FLAG),
         i32(L.C_FLAG),
         i64(L.C_BORN_TIMESTAMP),
         _strings(pa.string(), n, k.format_hosts(
-            data, cols[L.C_BORN_HOST_POS], cols[L.C_BORN_PORT], sys_flag, L.FLAG_BORNHOST_V6)),
+            data, cols[L.C_BORN_HOST_POS], cols[L.C_BORN_PORT], sys_flag, L.FLAG_BORNHOST_V6, _empty)),
         i64(L.C_STORE_TIMESTAMP),
-        _strings(pa.string(), n, k.format_hosts(data, *sh)),
+        _strings(pa.string(), n, k.format_hosts(data, *sh, _empty)),
         i32(L.C_RECONSUME_TIMES),
         i64(L.C_PREPARED_TX_OFFSET),
-        _strings(pa.string(), n, k.message_ids(data, *sh, phys)),
+        _strings(pa.string(), n, k.message_ids(data, *sh, phys, _empty)),
         tags,
         keys,
         props,
-        _strings(pa.binary(), n, k.gather(data, cols[L.C_BODY_POS], cols[L.C_BODY_LEN])),
+        _strings(pa.binary(), n, k.gather(data, cols[L.C_BODY_POS], cols[L.C_BODY_LEN], _empty)),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
