@@ -179,3 +179,23 @@ def test_bad_ranges_never_crash(buf: bytes, ranges: list[tuple[int, int]]) -> No
             except ValueError:
                 res.append("ValueError")
         assert res[0] == res[1]
+
+
+def test_empty_allocator(ac: Any) -> None:
+    data, pos, ln = _concat(CASES)
+    calls: list[tuple[int, Any]] = []
+
+    def empty(n: int, dtype: Any) -> np.ndarray:
+        calls.append((n, np.dtype(dtype)))
+        return np.full(n, 0xAB, dtype=dtype)  # garbage: every output byte must be written
+
+    for f, args in (("gather", (pos, ln)), ("gather_utf8", (pos, ln)), ("split_properties", (pos, ln)),
+                    ("format_hosts", ([0], [1], [0], V6)), ("message_ids", ([0], [1], [0], V6, [7]))):
+        calls.clear()
+        want = getattr(ac, f)(data, *args)
+        got = getattr(ac, f)(data, *args, empty=empty)
+        assert calls and all(a.tolist() == b.tolist() for a, b in zip(want, got, strict=True))
+    with pytest.raises(ValueError):
+        ac.gather(data, pos, ln, empty=lambda n, dt: np.empty(n + 1, dtype=dt))
+    with pytest.raises(ValueError):
+        ac.gather(data, pos, ln, empty=lambda n, dt: np.empty(n, dtype=np.int64))

@@ -216,10 +216,12 @@ def _kernel() -> Any:
 
 
 def _empty(n: int, dtype: Any) -> np.ndarray:
-    """An uninitialised array in Arrow's memory pool. Numpy takes large arrays from fresh mappings
-    that are faulted in page by page on every batch (that was a third of the decode time); the
-    pool keeps and reuses freed memory."""
+    """An uninitialised array; large ones in Arrow's memory pool. Numpy takes large arrays from
+    fresh mappings that are faulted in page by page on every batch (that was a third of the decode
+    time); the pool keeps and reuses freed memory."""
     dt = np.dtype(dtype)
+    if n * dt.itemsize < 65536:  # glibc serves these from its heap: numpy's is quicker
+        return np.empty(n, dtype=dt)
     return np.frombuffer(pa.allocate_buffer(n * dt.itemsize), dtype=dt)
 
 
