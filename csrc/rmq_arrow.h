@@ -9,8 +9,9 @@
  *
  * Safety contract: the caller has checked, once, that every (pos[i], len[i]) range (or the host
  * address at pos[i]: 4 bytes, 16 when the sys_flag bit says IPv6) lies inside data, and has sized
- * every output from the *_size functions (or the fixed per-row maxima below) and checked that the
- * offsets fit int32. Nothing here allocates, and nothing outside those ranges is read or written.
+ * every output (from rmq_gather_utf8_size, the fixed per-row maxima below, or the worst cases given
+ * at rmq_props_fill) and checked that the offsets fit int32. Nothing here allocates, and nothing
+ * outside those ranges is read or written.
  */
 #ifndef RMQ_ARROW_H
 #define RMQ_ARROW_H
@@ -59,7 +60,9 @@ int64_t rmq_message_ids(const unsigned char *data, const int64_t *pos, const int
  * and takes the last value (a Python dict). TAGS is that map's "TAGS" value (null without), the
  * keys are its "KEYS" value split on ' ' with empty tokens dropped.
  *
- * scratch: 4 * (max_i len[i] / 2 + 2) int64 (the entries of one record).
+ * scratch: 4 * (max_i len[i] / 2 + 2) int64 (the entries of one record). Names are compared with
+ * the record's earlier names (quadratic in the entries of one record: fine for real properties, at
+ * most ~8k entries in a 32 KiB string).
  */
 typedef struct {
     int64_t entries, key_bytes, value_bytes, tag_bytes, tokens, token_bytes;
@@ -79,8 +82,9 @@ typedef struct {
     unsigned char *token_data;
 } rmq_props_out;
 
-/* fills out (sized for the worst case: bytes 3 * sum(len) -- sum(len) when all ASCII --, entries and
- * tokens sum(len) / 2 + n) and returns the sizes used in *sz */
+/* fills out (sized for the worst case: each data buffer 3 * sum(len) bytes -- sum(len) when every
+ * string is ASCII, which all_ascii = 1 asserts --, entries and tokens sum(len) / 2 + n) and returns
+ * the sizes used in *sz */
 void rmq_props_fill(const unsigned char *data, const int64_t *pos, const int64_t *len, int64_t n, int all_ascii,
                     int64_t *scratch, rmq_props_out *out, rmq_props_sizes *sz);
 
