@@ -225,6 +225,24 @@ void rmq_gather_utf8(const unsigned char *data, const int64_t *pos, const int64_
     }
 }
 
+/* the k-byte (4 or 16) addresses at a and b are equal (fixed-size compares, no library call) */
+static inline int same_addr(const unsigned char *a, const unsigned char *b, int k)
+{
+    if (k == 4) {
+        uint32_t x, y;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        return x == y;
+    } else {
+        uint64_t x0, x1, y0, y1;
+        memcpy(&x0, a, 8);
+        memcpy(&x1, a + 8, 8);
+        memcpy(&y0, b, 8);
+        memcpy(&y1, b + 8, 8);
+        return x0 == y0 && x1 == y1;
+    }
+}
+
 /* decimal of v at d; returns the bytes written */
 static int put_dec(unsigned char *d, int64_t v)
 {
@@ -271,7 +289,7 @@ int64_t rmq_format_hosts(const unsigned char *data, const int64_t *pos, const in
         unsigned char *d = out + o;
         int w = 0, j, k = (sys_flag[i] & v6_bit) ? 16 : 4;
         /* consecutive records mostly come from one host: repeat the last string */
-        if (prev_w >= 0 && k == prev_k && port[i] == port[i - 1] && memcmp(a, prev_a, (size_t)k) == 0) {
+        if (prev_w >= 0 && k == prev_k && port[i] == port[i - 1] && same_addr(a, prev_a, k)) {
             memcpy(d, out + prev_o, (size_t)prev_w);
             o += prev_w;
             offsets[i + 1] = (int32_t)o;
@@ -333,7 +351,7 @@ int64_t rmq_message_ids(const unsigned char *data, const int64_t *pos, const int
         uint64_t off = (uint64_t)offset[i];
         unsigned char *d = out + o;
         int j, k = (sys_flag[i] & v6_bit) ? 16 : 4;
-        if (prev_o >= 0 && k == prev_k && port[i] == port[i - 1] && memcmp(a, prev_a, (size_t)k) == 0) {
+        if (prev_o >= 0 && k == prev_k && port[i] == port[i - 1] && same_addr(a, prev_a, k)) {
             /* same address and port: same prefix */
             if (k == 4)
                 memcpy(d, out + prev_o, 16);

@@ -243,10 +243,11 @@ def split_properties(const unsigned char[::1] data not None, pos, length, empty=
     cdef int ascii
     cdef rmq_props_sizes sz
     cdef rmq_props_out out
-    with nogil:
-        ascii = rmq_ranges_ascii(base, pp, lp, nn)
-    # worst cases: replacement triples bytes; an entry or token takes at least two bytes
-    cap = total if ascii else 3 * total
+    # worst cases: replacement triples bytes; an entry or token takes at least two bytes (an Arrow
+    # pool or numpy allocation is not touched beyond what is written; records are checked for
+    # ASCII one by one as they are split)
+    ascii = 0
+    cap = 3 * total
     ecap = total // 2 + n
     _fits(cap, "properties")
     _fits(ecap, "map entries")
