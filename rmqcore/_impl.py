@@ -14,13 +14,14 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-KERNELS = ("crc", "hashing", "codec", "appender")
+KERNELS = ("crc", "hashing", "codec", "appender", "arrowcols")
 
 if TYPE_CHECKING:  # the pure twins are the type surface
     from ._pure import appender as appender
     from ._pure import codec as codec
     from ._pure import crc as crc
     from ._pure import hashing as hashing
+    from ._pure import arrowcols as arrowcols
 
 
 def native_available() -> bool:

@@ -17,7 +17,7 @@ foreign or never-rewritten stores -- by a native header walk counting records), 
 ``CommitLog.read_batch`` (the native batch decoder) into Arrow record batches.
 
 Options: ``commitlogFileSize``, ``cqFileSize`` (default: ``rmqcore.json``, else the files' sizes,
-as MessageStore does), ``recordsPerPartition``, ``batchRows`` (rows per Arrow batch, 4096),
+as MessageStore does), ``recordsPerPartition``, ``batchRows`` (rows per Arrow batch, 8192),
 ``key`` + ``keyTopic`` (see below; ``indexSlots``/``indexEntries`` give the index file geometry
 of foreign stores, default ``rmqcore.json`` or RocketMQ's 5M/20M), ``cqPruning`` ("true").
 
@@ -48,11 +48,14 @@ Writes
 ``body`` (binary), optional ``tags`` (string), ``keys`` (array<string> or a space-separated string),
 ``properties`` (map<string,string>). There is one writer per store: the write tasks only stage
 their rows as Arrow IPC files in ``<path>.rmq-staging/<job>/``; the single ``commit()`` on the
-driver then opens the store (taking its lock), appends all staged rows in partition order (queue
-offsets assigned by the store, dispatch to consume queues and the index inline), flushes and
-closes it, and deletes the staging files. ``abort()`` only deletes staging files, so a failed job
-leaves the store unchanged. New stores take ``commitlogFileSize``/``cqFileSize``/``flavour``
-options.
+driver validates every staged row, then opens the store (taking its lock) and appends the rows
+partition by partition with ``MessageStore.put_batch`` -- one call per run of up to 1 MiB / 1024
+rows of one (topic, queue id), so within a partition the rows of each queue keep their order (and
+get consecutive queue offsets) while rows of different queues are grouped, not interleaved, in
+the CommitLog; each batch shares one store timestamp --, dispatches to the consume queues and the
+index, flushes and closes it, and deletes the staging files. ``abort()`` only deletes staging
+files, so a failed job leaves the store unchanged. New stores take
+``commitlogFileSize``/``cqFileSize``/``flavour`` options.
 
 Streaming
 ---------
@@ -77,6 +80,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -205,143 +209,171 @@ class RowFilter:
         )
 
 
-def _gather(data: np.ndarray, pos: np.ndarray, ln: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate ``data[pos[i]:pos[i]+ln[i]]``: (int32 offsets, uint8 values)."""
-    offsets = np.zeros(len(ln) + 1, dtype=np.int64)
-    np.cumsum(ln, out=offsets[1:])
-    total = int(offsets[-1])
-    if total:
-        idx = np.repeat(pos - offsets[:-1], ln) + np.arange(total, dtype=np.int64)
-        values = data[idx]
-    else:
-        values = np.zeros(0, dtype=np.uint8)
-    return offsets.astype(np.int32), values
+def _kernel() -> Any:
+    from .. import _impl
+
+    return _impl.kernel("arrowcols")
 
 
-def _var_array(typ: pa.DataType, data: np.ndarray, pos: np.ndarray, ln: np.ndarray) -> pa.Array:
-    offs, vals = _gather(data, pos, ln)
-    return pa.Array.from_buffers(typ, len(ln), [None, pa.py_buffer(offs), pa.py_buffer(vals)])
+def _empty(n: int, dtype: Any) -> np.ndarray:
+    """An uninitialised array; large ones in Arrow's memory pool. Numpy takes large arrays from
+    fresh mappings that are faulted in page by page on every batch (that was a third of the decode
+    time); the pool keeps and reuses freed memory."""
+    dt = np.dtype(dtype)
+    if n * dt.itemsize < 65536:  # glibc serves these from its heap: numpy's is quicker
+        return np.empty(n, dtype=dt)
+    return np.frombuffer(pa.allocate_buffer(n * dt.itemsize), dtype=dt)
 
 
-def _hosts(data: bytes, pos: list[int], ports: list[int], v6: list[bool]) -> list[str]:
-    from ..message import format_host
+def _strings(typ: pa.DataType, n: int, ov: tuple[np.ndarray, np.ndarray], valid: Any = None) -> pa.Array:
+    """An Arrow string/binary array from a kernel's (int32 offsets, uint8 values)."""
+    offsets, values = ov
+    return pa.Array.from_buffers(typ, n, [valid, pa.py_buffer(offsets), pa.py_buffer(values)])
 
-    cache: dict[tuple[bytes, int], str] = {}
-    out = []
-    for p, port, six in zip(pos, ports, v6, strict=False):
-        addr = data[p : p + (16 if six else 4)]
-        s = cache.get((addr, port))
-        if s is None:
-            s = cache[(addr, port)] = format_host(addr, port)
-        out.append(s)
-    return out
+
+def _constant(s: str, n: int) -> pa.Array:
+    b = np.frombuffer(s.encode(), dtype=np.uint8)
+    offsets = _empty(n + 1, np.int32)
+    np.multiply(np.arange(n + 1, dtype=np.int32), np.int32(len(b)), out=offsets)
+    values = _empty(n * len(b), np.uint8)
+    values.reshape(n, len(b))[:] = b
+    return _strings(pa.string(), n, (offsets, values))
+
+
+def _column(src: np.ndarray, dtype: Any) -> pa.Array:
+    """A copy of a decode column (the decode buffer is reused) as an Arrow array."""
+    a = _empty(len(src), dtype)
+    a[:] = src
+    return pa.array(a)
+
+
+_MAP_TYPE = ARROW_SCHEMA.field("properties").type
+_KEYS_TYPE = ARROW_SCHEMA.field("keys").type
 
 
 def batch_to_arrow(
     b: Any, store: str, flt: RowFilter | None = None, stop: int | None = None
 ) -> pa.RecordBatch | None:
     """One ``rmqcore.commitlog.RecordBatch`` as an Arrow batch of :data:`ARROW_SCHEMA` (rows at or
-    after ``stop`` and rows failing ``flt`` dropped); None when no row is left."""
-    from ..message import create_message_id, parse_properties
+    after ``stop`` and rows failing ``flt`` dropped); None when no row is left.
 
-    cols = b.columns
-    if len(b) == 0:
-        return None
-    phys = cols[L.C_POSITION] + b.start_offset
-    data = np.frombuffer(b.data, dtype=np.uint8)
-    keep = np.ones(len(b), dtype=bool)
-    if stop is not None:
-        keep &= phys < stop
-    if flt is not None and not flt.empty:
-        if flt.queue_ids is not None:
-            keep &= np.isin(cols[L.C_QUEUE_ID], np.fromiter(flt.queue_ids, dtype=np.int64))
-        if flt.ts_lo != _MIN:
-            keep &= cols[L.C_STORE_TIMESTAMP] >= flt.ts_lo
-        if flt.ts_hi != _MAX:
-            keep &= cols[L.C_STORE_TIMESTAMP] <= flt.ts_hi
-        if flt.topics is not None:
-            tb = {t.encode() for t in flt.topics}
-            tp, tl = cols[L.C_TOPIC_POS].tolist(), cols[L.C_TOPIC_LEN].tolist()
-            d = b.data
-            keep &= np.fromiter(
-                (d[p : p + n] in tb for p, n in zip(tp, tl, strict=False)), dtype=bool, count=len(tp)
-            )
-    if not keep.all():
-        cols = cols[:, keep]
-        phys = phys[keep]
+    Every column is built whole by the ``arrowcols`` kernel (or numpy) from the batch's bytes and
+    columns: no per-row Python."""
+    return columns_to_arrow(b.data, b.columns, b.start_offset, store, flt, stop)
+
+
+def columns_to_arrow(
+    data: Any, cols: np.ndarray, base: int, store: str, flt: RowFilter | None = None, stop: int | None = None
+) -> pa.RecordBatch | None:
+    """As :func:`batch_to_arrow` for decode_batch ``cols`` whose positions are relative to ``data``,
+    which starts at global CommitLog offset ``base``."""
     n = cols.shape[1]
     if n == 0:
         return None
+    k = _kernel()
+    phys = cols[L.C_POSITION] + base
+    keep = None
+    if stop is not None and phys[-1] >= stop:
+        keep = phys < stop
+    if flt is not None and not flt.empty:
+        m = np.ones(n, dtype=bool) if keep is None else keep
+        if flt.queue_ids is not None:
+            m &= np.isin(cols[L.C_QUEUE_ID], np.fromiter(flt.queue_ids, dtype=np.int64))
+        if flt.ts_lo != _MIN:
+            m &= cols[L.C_STORE_TIMESTAMP] >= flt.ts_lo
+        if flt.ts_hi != _MAX:
+            m &= cols[L.C_STORE_TIMESTAMP] <= flt.ts_hi
+        if flt.topics is not None:
+            tov = k.gather_utf8(data, cols[L.C_TOPIC_POS], cols[L.C_TOPIC_LEN], _empty)
+            topics = _strings(pa.string(), n, tov)
+            m &= pc.is_in(topics, value_set=pa.array(sorted(flt.topics), pa.string())).to_numpy(
+                zero_copy_only=False
+            )
+        keep = m
+    if keep is not None and not keep.all():
+        cols = cols[:, keep]
+        phys = phys[keep]
+        n = cols.shape[1]
+        if n == 0:
+            return None
     sys_flag = cols[L.C_SYS_FLAG]
-    d = b.data
-    born = _hosts(
-        d,
-        cols[L.C_BORN_HOST_POS].tolist(),
-        cols[L.C_BORN_PORT].tolist(),
-        ((sys_flag & L.FLAG_BORNHOST_V6) != 0).tolist(),
+    (mo, ko, kd, vo, vd, to, td, tv, kso, so, sd) = k.split_properties(
+        data, cols[L.C_PROPERTIES_POS], cols[L.C_PROPERTIES_LEN], _empty
     )
-    sh_pos = cols[L.C_STORE_HOST_POS].tolist()
-    sh_v6 = ((sys_flag & L.FLAG_STOREHOST_V6) != 0).tolist()
-    sh_port = cols[L.C_STORE_PORT].tolist()
-    stores = _hosts(d, sh_pos, sh_port, sh_v6)
-    phys_l = phys.tolist()
-    msg_ids = [
-        create_message_id(d[p : p + (16 if six else 4)], port, off)
-        for p, six, port, off in zip(sh_pos, sh_v6, sh_port, phys_l, strict=False)
-    ]
-    tags: list[str | None] = []
-    keys: list[list[str]] = []
-    props: list[list[tuple[str, str]]] = []
-    for p, ln in zip(cols[L.C_PROPERTIES_POS].tolist(), cols[L.C_PROPERTIES_LEN].tolist(), strict=False):
-        m = parse_properties(d[p : p + ln].decode("utf-8", "replace"))
-        tags.append(m.get(L.PROPERTY_TAGS))
-        keys.append([k for k in m.get(L.PROPERTY_KEYS, "").split(L.KEY_SEPARATOR) if k])
-        props.append(list(m.items()))
+    ne = len(ko) - 1
+    props = pa.MapArray.from_arrays(
+        pa.array(mo), _strings(pa.string(), ne, (ko, kd)), _strings(pa.string(), ne, (vo, vd)), type=_MAP_TYPE
+    )
+    tags = _strings(
+        pa.string(), n, (to, td), None if tv.all() else pa.py_buffer(np.packbits(tv, bitorder="little"))
+    )
+    keys = pa.Array.from_buffers(
+        _KEYS_TYPE, n, [None, pa.py_buffer(kso)], children=[_strings(pa.string(), len(so) - 1, (so, sd))]
+    )
 
     def i32(c: int) -> pa.Array:
-        return pa.array(cols[c].astype(np.int32))
+        return _column(cols[c], np.int32)
 
-    def i64(c: int) -> pa.Array:
-        return pa.array(np.ascontiguousarray(cols[c]))
+    def i64(c: int) -> pa.Array:  # a copy: ``cols`` may be a reused decode buffer
+        return _column(cols[c], np.int64)
 
+    sh = (cols[L.C_STORE_HOST_POS], cols[L.C_STORE_PORT], sys_flag, L.FLAG_STOREHOST_V6)
     arrays = [
-        pa.array([store] * n, pa.string()),
-        _var_array(pa.string(), data, cols[L.C_TOPIC_POS], cols[L.C_TOPIC_LEN]),
+        _constant(store, n),
+        _strings(pa.string(), n, k.gather_utf8(data, cols[L.C_TOPIC_POS], cols[L.C_TOPIC_LEN], _empty)),
         i32(L.C_QUEUE_ID),
         i64(L.C_QUEUE_OFFSET),
-        pa.array(np.ascontiguousarray(phys)),
+        _column(phys, np.int64),
         i32(L.C_SIZE),
         i32(L.C_SYS_FLAG),
         i32(L.C_FLAG),
         i64(L.C_BORN_TIMESTAMP),
-        pa.array(born, pa.string()),
+        _strings(pa.string(), n, k.format_hosts(
+            data, cols[L.C_BORN_HOST_POS], cols[L.C_BORN_PORT], sys_flag, L.FLAG_BORNHOST_V6, _empty)),
         i64(L.C_STORE_TIMESTAMP),
-        pa.array(stores, pa.string()),
+        _strings(pa.string(), n, k.format_hosts(data, *sh, _empty)),
         i32(L.C_RECONSUME_TIMES),
         i64(L.C_PREPARED_TX_OFFSET),
-        pa.array(msg_ids, pa.string()),
-        pa.array(tags, pa.string()),
-        pa.array(keys, pa.list_(pa.string())),
-        pa.array(props, pa.map_(pa.string(), pa.string())),
-        _var_array(pa.binary(), data, cols[L.C_BODY_POS], cols[L.C_BODY_LEN]),
+        _strings(pa.string(), n, k.message_ids(data, *sh, phys, _empty)),
+        tags,
+        keys,
+        props,
+        _strings(pa.binary(), n, k.gather(data, cols[L.C_BODY_POS], cols[L.C_BODY_LEN], _empty)),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
 def decode_range(
-    cl: Any, store: str, start: int, stop: int, flt: RowFilter | None = None, batch_rows: int = 4096
+    cl: Any, store: str, start: int, stop: int, flt: RowFilter | None = None, batch_rows: int = 8192
 ) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of the records in ``[start, stop)`` (``start`` a record boundary)."""
+    """Arrow batches of the records in ``[start, stop)`` (``start`` a record boundary).
+
+    Decodes straight from the mapped CommitLog files (no copy of the record bytes: the Arrow
+    columns are gathered from the mapping, and no view of it outlives a batch) into one reused
+    column buffer."""
+    from ..commitlog import raise_status
+
     off = max(start, cl.min_offset)  # files removed by retention since planning: nothing to read there
     stop = min(stop, cl.max_offset)
+    codec = cl._codec
+    out = np.empty((L.NCOLUMNS, max(1, batch_rows)), dtype=np.int64)
     while off < stop:
-        b = cl.read_batch(off, max_records=batch_rows)
-        rb = batch_to_arrow(b, store, flt, stop)
-        if rb is not None:
-            yield rb
-        if b.next_offset <= off:
+        mf = cl.queue.find(off)
+        base = mf.file_from_offset
+        count, end, status = codec.decode_batch(mf.mm, off - base, mf.wrote_position, out, False)
+        if count:
+            rb = columns_to_arrow(mf.mm, out[:, :count], base, store, flt, stop)
+            if rb is not None:
+                yield rb
+        if status == L.ST_BLANK:
+            nxt = mf.file_end_offset
+        elif status < 0:
+            raise_status(codec, status, mf.path, end)
+        else:
+            nxt = base + end
+        if nxt <= off:
             break
-        off = b.next_offset
+        off = nxt
 
 
 # --- batch reader -----------------------------------------------------------------------------------------
@@ -568,7 +600,7 @@ class RmqReader(DataSourceReader):
             return
         cl = _open_commitlog(partition.store, partition.file_size, partition.end)
         try:
-            rows = int(self.options.get("batchrows", "4096"))
+            rows = int(self.options.get("batchrows", "8192"))
             if partition.offsets is not None:
                 for off in partition.offsets:
                     rb = batch_to_arrow(cl.read_batch(off, max_records=1), partition.store, self.flt)
@@ -645,14 +677,20 @@ class RmqWriter(DataSourceArrowWriter):
                 if m.rows:
                     with pa.memory_map(m.path) as src:
                         tables.append(pa.ipc.open_file(src).read_all())
-            rows = [_rows_of(t) for t in tables]  # validates every row before the store is touched
-            if not any(rows):
+            groups = [g for t in tables for g in _batches_of(t)]  # validates every row first
+            if not groups:
                 return
             store = MessageStore(self.path, **overrides)
             try:
-                for batch in rows:
-                    for topic, body, qid, kw in batch:
-                        store.put(topic, body, qid, **kw)
+                if store.commitlog.flavour >= 5:  # properties end with a separator there
+                    if max(g[5] for g in groups) + 1 > L.MAX_PROPERTIES_LEN:
+                        raise ValueError(f"properties exceed {L.MAX_PROPERTIES_LEN} UTF-8 bytes")
+                    groups = [(*g[:3], [r + L.PROPERTY_SEPARATOR if r else r for r in g[3]], g[4] + 1, g[5])
+                              for g in groups]
+                budget = max(1, min(_BATCH_BYTES, store.commitlog.file_size // 4))
+                for topic, qid, bodies, raws, sizes, _longest in groups:
+                    for a, z in _chunks(sizes, budget):
+                        store.put_batch(topic, bodies[a:z], qid, properties_raw=raws[a:z])
                 store.dispatch()
                 store.flush()
             finally:
@@ -673,42 +711,109 @@ def _rmdir_quiet(p: str) -> None:
         pass
 
 
-def _rows_of(table: pa.Table) -> list[tuple[str, bytes, int, dict[str, Any]]]:
-    """The put arguments of each row of a staged table, validated (topic, body size, queue id)."""
+_BATCH_BYTES = 1 << 20  # CommitLog bytes per put_batch call (a batch never spans files)
+_RECORD_OVERHEAD = 128  # header bytes of a record beside body, topic and properties (IPv6 hosts: 123)
+
+
+def _chunks(sizes: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Cut rows of estimated record ``sizes`` into runs of at most ``budget`` bytes (at least one
+    row each, at most 1024 rows)."""
+    out, a, n = [], 0, len(sizes)
+    csum = np.concatenate([[0], np.cumsum(sizes)])
+    while a < n:
+        z = int(np.searchsorted(csum, csum[a] + budget, side="right")) - 1
+        z = min(max(z, a + 1), n, a + 1024)
+        out.append((a, z))
+        a = z
+    return out
+
+
+def _properties_raw(tags: Any, keys: Any, props: Any) -> str:
+    """The flavour-4 properties string ``CommitLog.put(tags=, keys=, properties=)`` stores for a
+    written row (falsy tags/keys/properties are absent, as before)."""
+    from ..message import properties_to_string
+
+    kl = [k for k in (keys.split(" ") if isinstance(keys, str) else keys) if k] if keys else []
+    pm = dict(props) if props else {}
+    items = [(k, v) for k, v in pm.items() if k not in (L.PROPERTY_TAGS, L.PROPERTY_KEYS)]
+    if kl:
+        items.append((L.PROPERTY_KEYS, L.KEY_SEPARATOR.join(kl)))
+    elif L.PROPERTY_KEYS in pm:
+        items.append((L.PROPERTY_KEYS, pm[L.PROPERTY_KEYS]))
+    if tags:
+        items.append((L.PROPERTY_TAGS, tags))
+    elif L.PROPERTY_TAGS in pm:
+        items.append((L.PROPERTY_TAGS, pm[L.PROPERTY_TAGS]))
+    return properties_to_string(items, 4)
+
+
+def _batches_of(table: pa.Table) -> list[tuple[str, int, list[bytes], list[str], np.ndarray, int]]:
+    """The rows of a staged table, validated (topic, queue id, body size, properties) and grouped
+    by (topic, queue id) in first-appearance order, each group's rows in table order:
+    ``(topic, queue_id, bodies, flavour-4 properties strings, estimated record sizes, longest
+    properties in UTF-8 bytes)``."""
     from ..message import validate_topic
 
-    out = []
     names = set(table.column_names)
     for req in ("topic", "queue_id", "body"):
         if req not in names:
             raise ValueError(f"the rmq sink needs a {req!r} column (has {sorted(names)})")
-    cols = {
-        n: table.column(n).to_pylist()
-        for n in table.column_names
-        if n in ("topic", "queue_id", "body", "tags", "keys", "properties")
-    }
     n = table.num_rows
+    if n == 0:
+        return []
+    topic_col = table.column("topic").combine_chunks()
+    if topic_col.null_count:
+        i = int(np.flatnonzero(topic_col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ValueError(f"row {i}: topic is null")
+    enc = pc.dictionary_encode(topic_col)
+    topics = enc.dictionary.to_pylist()
+    for t in topics:
+        validate_topic(t)
+    tidx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    q = table.column("queue_id").combine_chunks()
+    qv = q.to_numpy(zero_copy_only=False) if not q.null_count else None
+    if qv is None or qv.dtype.kind not in "iu":
+        bad = [i for i, v in enumerate(q.to_pylist()) if v is None or not isinstance(v, int)]
+        raise ValueError(f"row {bad[0] if bad else 0}: invalid queue_id {q[bad[0] if bad else 0].as_py()!r}")
+    qv = qv.astype(np.int64)
+    badq = np.flatnonzero((qv < 0) | (qv >= 2**31))
+    if len(badq):
+        raise ValueError(f"row {int(badq[0])}: invalid queue_id {int(qv[badq[0]])!r}")
+    body_col = table.column("body").combine_chunks()
+    blen = pc.fill_null(pc.binary_length(body_col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    big = np.flatnonzero(blen > L.DEFAULT_MAX_MESSAGE_SIZE)
+    if len(big):
+        i = int(big[0])
+        raise ValueError(f"row {i}: body of {int(blen[i])} bytes exceeds the 4 MiB message limit")
+    bodies = [b"" if b is None else b for b in body_col.to_pylist()]
+    cols = [table.column(c).to_pylist() if c in names else None for c in ("tags", "keys", "properties")]
+    cache: dict[Any, tuple[str, int]] = {}
+    raws: list[str] = []
+    plens: list[int] = []
     for i in range(n):
-        kw: dict[str, Any] = {}
-        tags = cols.get("tags", [None] * n)[i]
-        if tags:
-            kw["tags"] = tags
-        keys = cols.get("keys", [None] * n)[i]
-        if keys:
-            kw["keys"] = [k for k in (keys.split(" ") if isinstance(keys, str) else keys) if k]
-        props = cols.get("properties", [None] * n)[i]
-        if props:
-            kw["properties"] = dict(props)
-        body = cols["body"][i]
-        body = b"" if body is None else bytes(body)
-        if len(body) > L.DEFAULT_MAX_MESSAGE_SIZE:
-            raise ValueError(f"row {i}: body of {len(body)} bytes exceeds the 4 MiB message limit")
-        qid = cols["queue_id"][i]
-        if qid is None or not 0 <= int(qid) < 2**31:
-            raise ValueError(f"row {i}: invalid queue_id {qid!r}")
-        topic = cols["topic"][i]
-        validate_topic(topic)
-        out.append((topic, body, int(qid), kw))
+        tg, ks, pr = (c[i] if c is not None else None for c in cols)
+        key = (tg, tuple(ks) if isinstance(ks, list) else ks, tuple(pr) if pr else None)
+        got = cache.get(key)
+        if got is None:
+            r = _properties_raw(tg, ks, pr)
+            nb = len(r.encode("utf-8", "surrogatepass"))
+            if nb > L.MAX_PROPERTIES_LEN:
+                raise ValueError(f"row {i}: properties of {nb} UTF-8 bytes exceed {L.MAX_PROPERTIES_LEN}")
+            got = cache[key] = (r, nb)
+        raws.append(got[0])
+        plens.append(got[1])
+    plen = np.array(plens, dtype=np.int64)
+    tlen = np.array([len(t) for t in topics], dtype=np.int64)[tidx]
+    sizes = _RECORD_OVERHEAD + blen + tlen + plen
+    gkey = tidx * (2**31) + qv
+    order = np.argsort(gkey, kind="stable")
+    sk = gkey[order]
+    cuts = np.flatnonzero(np.diff(sk)) + 1
+    out = []
+    for idx in sorted(np.split(order, cuts), key=lambda ix: int(ix[0])):
+        il = idx.tolist()
+        out.append((topics[int(tidx[il[0]])], int(qv[il[0]]), [bodies[i] for i in il], [raws[i] for i in il],
+                    sizes[idx], int(plen[idx].max())))
     return out
 
 

@@ -26,10 +26,11 @@ from rmqcore import _impl  # noqa: E402
 from rmqcore import layout as L  # noqa: E402
 from rmqcore.spark.maintenance import scan_commitlog_file, verify_and_rebuild  # noqa: E402
 from rmqcore.store import MessageStore  # noqa: E402
+from tests.conftest import RMQ_FIXTURES  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
-STORE_A = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "rocketmq" / "5.3.3" / "storeA"
+STORE_A = RMQ_FIXTURES / "5.3.3" / "storeA"  # honours RMQCORE_SHARED (worktrees)
 GEOMETRY = dict(commitlog_file_size=131072, cq_file_size=2000, index_slots=100, index_entries=1000)
 N_MESSAGES = 2000  # storeA's manifest
 
