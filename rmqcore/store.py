@@ -463,12 +463,17 @@ class MessageStore:
             table[name] = tc
         persist(self.store_dir / "config" / "topics.json", dumps_fastjson({"topicConfigTable": table}) + "\n")
 
+    def _persist_topics_if_dirty(self) -> None:
+        if getattr(self, "_topics_dirty", False):
+            self._topics_dirty = False
+            self._persist_topics()
+
     def _note_topic(self, topic: str, queue_id: int) -> None:
         n = self._topics.get(topic)
         if (n is None or queue_id >= n) and not self.read_only:
             self._topics[topic] = max(4, queue_id + 1, n or 0)
             if getattr(self, "_topics_loaded", False):
-                self._persist_topics()
+                self._topics_dirty = True  # written by the next flush (periodic, and at close)
 
     # -- writing --------------------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -536,10 +541,17 @@ class MessageStore:
         native ``Dispatcher`` without the GIL; records it leaves to Python (delay topic, invalid
         UTF-8, an out-of-order queue position) go through ``_dispatch_one``.
         """
+        return self._dispatch(limit, False)
+
+    def _dispatch(self, limit: int | None, live: bool) -> int:
+        """``dispatch``; with ``live`` (the reput thread) each run also follows the records the
+        writer completes meanwhile, up to ``limit``, without coming back for the GIL."""
         self._check_open()
         with self._dispatch_lock:
             cl = self.commitlog
-            end = cl.max_offset if limit is None else min(limit, cl.max_offset)
+            cap = cl.max_offset if limit is None else limit
+            end = min(cap, cl.max_offset)
+            live_arr = cl._appender.live if live else None
             dsp = self._dispatcher
             k = self._dispatch_kernel
             index_on = self.index is not None
@@ -560,7 +572,8 @@ class MessageStore:
                 else:
                     state[9] = 0
                 done, at, status, stop, a, b, c, d, max_ts, nseg = dsp.run(
-                    mf.mm, base, pos, stop_at, False, index_on, first_key, state, seg_out)
+                    mf.mm, base, pos, stop_at, False, index_on, first_key, state, seg_out, live_arr,
+                    max(stop_at, min(cap - base, mf.file_size)))
                 first_key = 0
                 if seg is not None:
                     seg.import_state(state, seg_out, nseg)
@@ -583,6 +596,8 @@ class MessageStore:
                     if status == L.ST_BLANK:
                         nxt = mf.file_end_offset
                     elif done == 0 and status < 0 and at < stop_at:
+                        if status == L.ST_TORN and base + stop_at < cl.max_offset:
+                            break  # the record crosses this call's limit: the next call takes it
                         # RocketMQ logs and stops here; recovery cuts such bytes, so report them
                         raise_status(cl._codec, status, mf.path, at)
                     if nxt <= self.reput_from_offset:
@@ -732,7 +747,7 @@ class MessageStore:
         idle = 0.001
         while not self._stop.is_set():
             try:
-                if self.dispatch(self.reput_from_offset + _REPUT_STEP) == 0:
+                if self._dispatch(self.reput_from_offset + _REPUT_STEP, True) == 0:
                     self._stop.wait(idle)
                     idle = min(idle * 2, 0.016)  # an idle store costs ~60 wake-ups a second
                 else:
@@ -1159,9 +1174,10 @@ class MessageStore:
         (inline dispatch runs first, so what was put is in the consume queues and the index)."""
         self._caught_up()
         self.commitlog.flush()
+        self._persist_topics_if_dirty()
         if self._last_dispatched_ts > 0:
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, self._last_dispatched_ts)
-        for cq in self.consume_queues.values():
+        for cq in list(self.consume_queues.values()):  # the reput thread may add queues meanwhile
             cq.flush()
         if self.index is not None:
             self.index.flush()
@@ -1175,6 +1191,7 @@ class MessageStore:
         """Flush dispatched consume queues and index files, then the checkpoint (periodic)."""
         if self._closed:
             return
+        self._persist_topics_if_dirty()
         with self._dispatch_lock:
             for cq in list(self.consume_queues.values()):
                 cq.flush()

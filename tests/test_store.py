@@ -145,3 +145,22 @@ def test_read_only_open_never_changes_a_file_even_when_recovery_would_cut(tmp_pa
         assert ro.max_offset("T", 0) == 3
     after = {str(p): p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
     assert before == after
+
+
+@pytest.mark.parametrize("mode", ["background", "auto"])
+def test_reput_steps_that_cut_records_are_not_errors(tmp_path: Path, impl, monkeypatch, mode: str) -> None:
+    """The reput thread dispatches in bounded steps, following the writer; a step ending inside a
+    record leaves it to the next step (it is not a torn record), and the thread keeps up."""
+    import rmqcore.store as store_mod
+
+    monkeypatch.setattr(store_mod, "_REPUT_STEP", 1000)  # every step cuts a record
+    s = MessageStore(tmp_path, impl=impl.name, dispatch=mode, **GEOM)
+    try:
+        for i in range(300):
+            s.put("T", b"m%05d" % i + b"." * (i % 50), i % 3, keys="k%d" % i)
+        assert s.wait_dispatched(20)
+        assert s._reput_error is None and s._reput_thread is not None and s._reput_thread.is_alive()
+        assert sum(s.max_offset("T", q) for q in range(3)) == 300
+        assert [m.body[:6] for m in s.query_by_key("T", "k123")] == [b"m00123"]
+    finally:
+        s.close()

@@ -33,6 +33,14 @@ from ..errors import InvalidMessageError, MessageTooLargeError, StoreClosedError
 from ..message import create_message_id
 from . import codec as _codec
 
+cdef extern from *:
+    """
+    /* the live end of the CommitLog: written after the record bytes (release), read by the
+       dispatcher without the GIL (acquire), so a reader that sees an end sees the bytes below it */
+    static inline void rmq_publish_end(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    """
+    void rmq_publish_end(int64_t *p, int64_t v) nogil
+
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
     void *PyUnicode_DATA(object o)
@@ -160,6 +168,8 @@ cdef class Appender:
     cdef int64_t _from
     cdef bint _closed
     cdef PyThread_type_lock _lock
+    cdef readonly object live  # int64[1]: global offset after the last complete record, -1 when unbound
+    cdef int64_t *_live
 
     def __cinit__(self):
         self._has_view = False
@@ -179,6 +189,9 @@ cdef class Appender:
         self._topics = {}
         self._mf = None
         self._closed = False
+        self.live = np.full(1, -1, dtype=np.int64)
+        self._live = <int64_t *><size_t>self.live.ctypes.data
+        self.live.flags.writeable = False
 
     def __dealloc__(self):
         if self._has_view:
@@ -218,6 +231,9 @@ cdef class Appender:
                 raise ValueError("mapped file is smaller than the file size")
             self._from = mf.file_from_offset
             self._pos = mf.wrote_position
+            rmq_publish_end(self._live, self._from + self._pos)
+        elif self._live != NULL:
+            rmq_publish_end(self._live, -1)
         return 0
 
     def set_file(self, mf):
@@ -445,6 +461,7 @@ cdef class Appender:
                 rmq_encode_record(<unsigned char *>self._view.buf + pos, &m, size, crc)
                 self._pos = pos + size
                 mf.wrote_position = self._pos
+                rmq_publish_end(self._live, self._from + self._pos)
                 if qt is not None:
                     qt.put(m.queue_id, qoff + 1)
                 r = AppendResult.__new__(AppendResult)
@@ -496,6 +513,7 @@ cdef class Appender:
                 mf = self._file()
             self._pos = pos + total
             mf.wrote_position = self._pos
+            rmq_publish_end(self._live, self._from + self._pos)
             qt.put(queue_id, qoff + cnt)
             return BatchAppendResult(self._from + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)
         finally:

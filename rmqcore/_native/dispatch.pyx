@@ -250,9 +250,12 @@ STOP_SEG = 4
 cdef extern from *:
     """
     #define rmq_prefetch_w(p) __builtin_prefetch((p), 1, 3)
+    static inline int64_t rmq_observe_end(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
     """
     void rmq_prefetch_w(const void *p) nogil
+    int64_t rmq_observe_end(const int64_t *p) nogil
 
+DEF LIVE_LAG = 2 * 1024 * 1024  # follow the writer this far behind: its newest lines stay in its core's cache
 DEF CHUNK = 4000  # records per scan: not a multiple of 512 (4 KiB-multiple row strides thrash L1)
 DEF KEYS_CAP = CHUNK * 8
 DEF SEG_FIELDS = 10
@@ -455,8 +458,11 @@ cdef class Dispatcher:
     # -- the run --------------------------------------------------------------------------------
     def run(self, const unsigned char[::1] buf not None, int64_t file_from, int64_t pos, int64_t limit,
             bint verify_crc, bint index_on, int64_t first_key,
-            int64_t[::1] seg not None, int64_t[:, ::1] seg_out not None):
-        """See the pure twin. Returns ``(count, end_pos, status, stop, a, b, c, d, max_ts)``."""
+            int64_t[::1] seg not None, int64_t[:, ::1] seg_out not None, live=None, int64_t live_cap=0):
+        """See the pure twin. Returns ``(count, end_pos, status, stop, a, b, c, d, max_ts, n_seg)``."""
+        cdef const int64_t[::1] lv
+        cdef const int64_t *lp = NULL
+        cdef int64_t v
         cdef int64_t n = buf.shape[0]
         cdef int64_t cnt, end_pos, nkeys, j, k, k0, kn, rpos, size, phys, sysf, tran, qid, qoff, tags, ts
         cdef int64_t done = 0, at = pos, stop = 0, a = 0, b = 0, c = 0, d = 0, max_ts = -1
@@ -474,13 +480,29 @@ cdef class Dispatcher:
         cdef int64_t s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t
         if pos < 0 or limit < pos or limit > n:
             raise ValueError(f"range [{pos}, {limit}) outside a buffer of {n} bytes")
+        if live is not None:
+            lv = live
+            if lv.shape[0] < 1:
+                raise ValueError("live must hold one int64")
+            lp = &lv[0]
         if seg.shape[0] < SEG_FIELDS or seg_out.shape[0] < 4:
             raise ValueError(f"seg needs {SEG_FIELDS} fields and seg_out 4 rows")
         seg_on = seg[9] != 0
         s_count, s_end, s_since, s_max, s_omax = seg[0], seg[1], seg[2], seg[3], seg[4]
         s_mono, s_floor, s_interval, s_last_t = seg[5], seg[6], seg[7], seg[8]
         with nogil:
-            while at < limit and stop == 0:
+            while stop == 0:
+                if at >= limit:
+                    if lp != NULL:  # follow the writer: records completed since the call began
+                        v = rmq_observe_end(lp) - file_from - LIVE_LAG
+                        if v > n:
+                            v = n
+                        if v > live_cap:
+                            v = live_cap
+                        if v > limit:
+                            limit = v
+                            continue
+                    break
                 st = rmq_dispatch_batch(base, at, limit, verify_crc, CHUNK, cols, CHUNK, 1, disp, CHUNK, 1,
                                         keys, 1, KEYS_CAP, &cnt, &end_pos, &nkeys)
                 if st == RMQ_DISPATCH_E_KEYS:
@@ -588,7 +610,7 @@ cdef class Dispatcher:
                 if stop:
                     break
                 at = end_pos
-                if st != RMQ_ST_MSG:
+                if st != RMQ_ST_MSG and not (st == RMQ_ST_END and lp != NULL and at >= limit):
                     break
         seg[0], seg[1], seg[2], seg[3], seg[4] = s_count, s_end, s_since, s_max, s_omax
         seg[5], seg[6], seg[7], seg[8] = s_mono, s_floor, s_interval, s_last_t

@@ -159,11 +159,17 @@ class Appender:
         self._queues: dict[tuple[str, int], int] = {}
         self._topics: dict[str, bytes] = {}
         self._closed = False
+        # global offset after the last complete record (-1 while no file is bound): the dispatcher
+        # follows it while puts go on
+        self._live = np.full(1, -1, dtype=np.int64)
+        self.live = self._live.view()
+        self.live.flags.writeable = False
 
     # -- state --------------------------------------------------------------------------------------
     def set_file(self, mf: Any) -> None:
         """Write into MappedFile ``mf`` from its ``wrote_position`` on (None releases the current one)."""
         self._mf = mf
+        self._live[0] = -1 if mf is None else mf.file_from_offset + mf.wrote_position
 
     def close(self) -> None:
         with self._lock:
@@ -264,6 +270,7 @@ class Appender:
                 mf.wrote_position = self.file_size
                 mf = self._file()
             mf.wrote_position = pos + n
+            self._live[0] = mf.file_from_offset + pos + n
             if not no_queue:
                 self._queues[key] = qoff + 1
             return AppendResult(mf.file_from_offset + pos, n, qoff, ts, sa, sp)
@@ -310,5 +317,6 @@ class Appender:
                 mf.wrote_position = self.file_size
                 mf = self._file()
             mf.wrote_position = pos + total
+            self._live[0] = mf.file_from_offset + pos + total
             self._queues[key] = qoff + cnt
             return BatchAppendResult(mf.file_from_offset + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)

@@ -298,7 +298,9 @@ class Dispatcher:
        interval) ``seg_out[:, i]`` gets (ordinal, position, max_ts, ordinal_of_max_ts), the last
        two -1 when the time index would not grow.
 
-    ``first_key`` applies to the record at ``pos`` only (resuming after STOP_INDEX). Returns
+    ``first_key`` applies to the record at ``pos`` only (resuming after STOP_INDEX). With ``live``
+    (the appender's int64[1] global end of complete records), the run goes on past ``limit`` to
+    what the writer has completed since, up to ``live_cap`` (a position in this file). Returns
     ``(count, end_pos, status, stop, a, b, c, d, max_ts, n_seg)``: records fully applied, where they
     end (where to resume), the walk's status, the stop reason and its arguments, the largest store
     time applied (-1 without) and the segment entries written.
@@ -353,7 +355,7 @@ class Dispatcher:
         return out
 
     def run(self, buf: Any, file_from: int, pos: int, limit: int, verify_crc: bool, index_on: bool,
-            first_key: int, seg: Any, seg_out: Any) -> tuple[int, ...]:
+            first_key: int, seg: Any, seg_out: Any, live: Any = None, live_cap: int = 0) -> tuple[int, ...]:
         from . import indexfile as _ix
 
         n = len(memoryview(buf))
@@ -368,7 +370,14 @@ class Dispatcher:
             int(x) for x in seg[:10])
         done, at, stop, args, max_ts, nseg, st = 0, pos, STOP_NONE, (0, 0, 0, 0), -1, 0, ST_MSG
         seg_cap = seg_out.shape[1]
-        while at < limit and stop == STOP_NONE:
+        while stop == STOP_NONE:
+            if at >= limit:
+                if live is not None:  # follow the writer: records completed since the call began
+                    v = min(int(live[0]) - file_from, n, live_cap)
+                    if v > limit:
+                        limit = v
+                        continue
+                break
             try:
                 cnt, end_pos, st, _nk = dispatch_batch(buf, at, limit, cols, disp, keys, verify_crc)
             except ValueError:
@@ -449,7 +458,7 @@ class Dispatcher:
             if stop:
                 break
             at = end_pos
-            if st != ST_MSG:
+            if st != ST_MSG and not (st == ST_END and live is not None and at >= limit):
                 break
         seg[:9] = [s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t]
         if stop == STOP_NONE and st == ST_MSG and at >= limit:
