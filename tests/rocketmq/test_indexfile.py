@@ -666,3 +666,24 @@ def test_fuzz_corrupt_fixture_file(impl: SimpleNamespace, tmp_path: Path) -> Non
         for key in keys:
             raw, _, _ = svc.query_offset("TopicA", key, 64, 0, LONG_MAX)
             assert len(raw) <= 64
+
+
+def test_an_empty_newest_index_file_left_by_a_crash_is_dropped(tmp_path: Path) -> None:
+    """A kill between creating the newest index file and sizing it leaves 0 bytes: it holds nothing,
+    so opening the store deletes it (read-only: ignores it) and dispatch rebuilds the index."""
+    from rmqcore.store import MessageStore
+
+    geom = dict(commitlog_file_size=4096, cq_file_size=200, index_slots=17, index_entries=40)
+    with MessageStore(tmp_path, **geom) as s:
+        for i in range(10):
+            s.put("T", b"x%d" % i, 0, keys="k%d" % i)
+    names = sorted(p.name for p in (tmp_path / "index").iterdir())
+    empty = tmp_path / "index" / (str(int(names[-1]) + 1))
+    empty.write_bytes(b"")
+    (tmp_path / "abort").write_bytes(b"")  # as after a kill
+    with MessageStore(tmp_path, read_only=True, **geom) as ro:
+        assert [m.body for m in ro.query_by_key("T", "k3")] == [b"x3"]
+    assert empty.exists()  # read-only changes nothing
+    with MessageStore(tmp_path, **geom) as s:
+        assert not empty.exists()
+        assert [m.body for m in s.query_by_key("T", "k3")] == [b"x3"]
