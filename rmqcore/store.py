@@ -1,11 +1,13 @@
 """MessageStore: one object over a RocketMQ store directory (DefaultMessageStore's embeddable shape).
 
 * ``put`` / ``put_batch`` append to the CommitLog; dispatch (ReputMessageService) builds the
-  consume queues, index files and segment indexes from the CommitLog. ``dispatch="inline"``
-  (default) runs it on the caller's thread in batches: before any read that needs it and at
-  close, so every read sees every put made before it. ``dispatch="background"`` runs a reput
-  thread as a broker does (reads see what has been dispatched; ``wait_dispatched`` waits).
-  Re-dispatch is idempotent; ``dispatch_lag`` tells how far behind it is.
+  consume queues, index files and segment indexes from the CommitLog, its per-record work in the
+  native ``Dispatcher`` without the GIL. ``dispatch="auto"`` (default): a reput thread follows the
+  writer, and every read first dispatches what is still pending, so every read sees every put
+  made before it. ``dispatch="inline"``: no thread, the caller's thread dispatches before reads
+  and at close. ``dispatch="background"``: the reput thread alone, as a broker (reads see what
+  has been dispatched; ``wait_dispatched`` waits). Re-dispatch is idempotent; ``dispatch_lag``
+  tells how far behind it is. ``lookup`` is the one-call key-value form of ``query_by_key``.
 * ``get_messages`` pulls from a queue with RocketMQ's statuses and next offsets;
   ``query_by_key`` finds messages by KEYS/UNIQ_KEY (collisions dropped by default, ``raw=True``
   gives RocketMQ's hash-only answer); ``offset_by_time`` maps a time to a queue offset (LOWER/UPPER);
@@ -1171,7 +1173,7 @@ class MessageStore:
     # -- lifecycle ----------------------------------------------------------------------------------------
     def flush(self) -> None:
         """Make everything durable: CommitLog, consume queues, index files, then the checkpoint
-        (inline dispatch runs first, so what was put is in the consume queues and the index)."""
+        (pending dispatch runs first, so what was put is in the consume queues and the index)."""
         self._caught_up()
         self.commitlog.flush()
         self._persist_topics_if_dirty()
