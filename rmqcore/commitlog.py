@@ -524,7 +524,7 @@ class CommitLog:
             next_offset = mf.file_end_offset
         elif status < 0:
             raise_status(self._codec, status, mf.path, end)
-        return RecordBatch(data, cols, mf.file_from_offset + pos, next_offset)
+        return RecordBatch(data, cols, mf.file_from_offset + pos, next_offset, self._codec)
 
     # -- maintenance ------------------------------------------------------------------------------
     @property
@@ -573,11 +573,13 @@ class RecordBatch:
     Python objects only on request. Positions inside are relative to ``data``.
     """
 
-    __slots__ = ("data", "columns", "start_offset", "next_offset")
+    __slots__ = ("data", "columns", "start_offset", "next_offset", "_codec")
 
-    def __init__(self, data: bytes, columns: np.ndarray, start_offset: int, next_offset: int) -> None:
+    def __init__(self, data: bytes, columns: np.ndarray, start_offset: int, next_offset: int,
+                 codec: Any = None) -> None:
         self.data = data
         self.columns = columns
+        self._codec = codec if codec is not None else _impl.codec
         self.start_offset = start_offset
         self.next_offset = next_offset
 
@@ -593,8 +595,7 @@ class RecordBatch:
         return self.columns[L.C_POSITION] + self.start_offset  # type: ignore[no-any-return]
 
     def _slices(self, pos_col: int, len_col: int) -> list[bytes]:
-        d = self.data
-        return [d[p : p + n] for p, n in zip(self.columns[pos_col].tolist(), self.columns[len_col].tolist())]
+        return self._codec.slices(self.data, self.columns[pos_col], self.columns[len_col])  # type: ignore[no-any-return]
 
     def bodies(self) -> list[bytes]:
         return self._slices(L.C_BODY_POS, L.C_BODY_LEN)

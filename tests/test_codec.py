@@ -1165,3 +1165,36 @@ def test_fuzz_every_prefix_of_a_stream(impls, data, cap):
     """Each truncation point of a valid stream: same statuses everywhere, never a crash."""
     for cut in range(0, len(data) + 1, max(1, len(data) // 40)):
         compare_readers(impls, data[:cut], 0, cut, cap)
+
+
+# -- slices: a batch's bodies / topics / properties as bytes ---------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300), cuts=st.lists(st.tuples(st.integers(0, 320), st.integers(0, 40)), max_size=30))
+def test_slices_twins_agree_and_check_every_range(impls, data: bytes, cuts: list[tuple[int, int]]) -> None:
+    pos = np.array([p for p, _ in cuts], dtype=np.int64)
+    ln = np.array([n for _, n in cuts], dtype=np.int64)
+    inside = all(p + n <= len(data) for p, n in cuts)
+    for ns in impls:
+        if inside:
+            assert ns.codec.slices(data, pos, ln) == [data[p : p + n] for p, n in cuts]
+        else:
+            with pytest.raises(ValueError, match="outside"):
+                ns.codec.slices(data, pos, ln)
+        with pytest.raises(ValueError):
+            ns.codec.slices(data, pos, np.zeros(len(cuts) + 1, dtype=np.int64))
+
+
+def test_record_batch_bodies_topics_properties(impl) -> None:
+    import tempfile
+
+    from rmqcore.commitlog import CommitLog
+
+    with tempfile.TemporaryDirectory() as d, CommitLog(d, file_size=1 << 16, impl=impl.name) as cl:
+        for i in range(20):
+            cl.put("T%d" % (i % 3), b"body-%d" % i, 0, keys="k%d" % i)
+        b = cl.read_batch(0, 100)
+        assert b.bodies() == [b"body-%d" % i for i in range(20)]
+        assert b.topics() == ["T%d" % (i % 3) for i in range(20)]
+        assert all(p.startswith("KEYS\x01k%d" % i) for i, p in enumerate(b.properties_strings()))

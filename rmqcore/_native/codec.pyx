@@ -69,6 +69,7 @@ __all__ = [
     "scan_records",
     "decode_record",
     "decode_batch",
+    "slices",
 ]
 
 
@@ -917,3 +918,23 @@ def decode_batch(const unsigned char[::1] buf, pos, limit, out, verify_crc):
     with nogil:
         st = rmq_decode_batch(base, p, l, verify, optr, rs, cs, cap, &count, &end_pos)
     return count, end_pos, st
+
+
+def slices(const unsigned char[::1] data not None, positions, lengths):
+    """``[bytes(data[p:p + n]) for p, n in zip(positions, lengths)]`` (int64 arrays): a batch's bodies,
+    topics or properties as bytes. Every range is checked before any object is made; ValueError
+    for a range outside ``data`` or arrays of different lengths."""
+    cdef const int64_t[:] p = positions
+    cdef const int64_t[:] l = lengths
+    cdef Py_ssize_t n = p.shape[0], i
+    cdef int64_t size = data.shape[0]
+    cdef const char *base = <const char *>&data[0] if size > 0 else <const char *>b""
+    if l.shape[0] != n:
+        raise ValueError(f"{n} positions but {l.shape[0]} lengths")
+    for i in range(n):
+        if p[i] < 0 or l[i] < 0 or p[i] > size - l[i]:
+            raise ValueError(f"slice {i} [{p[i]}, {p[i]} + {l[i]}) outside {size} bytes")
+    out = [None] * n
+    for i in range(n):
+        out[i] = PyBytes_FromStringAndSize(base + p[i], l[i])
+    return out

@@ -71,6 +71,7 @@ __all__ = [
     "scan_records",
     "decode_record",
     "decode_batch",
+    "slices",
 ]
 
 _I = struct.Struct(">i")
@@ -450,3 +451,18 @@ def decode_batch(buf: Any, pos: int, limit: int, out: Any, verify_crc: bool) -> 
         n += 1
         pos += size
     return n, pos, ST_MSG
+
+
+def slices(data: Any, positions: Any, lengths: Any) -> list[bytes]:
+    """``[bytes(data[p:p + n]) for p, n in zip(positions, lengths)]`` (int64 arrays): a batch's bodies,
+    topics or properties as bytes. Every range is checked before any object is made; ValueError
+    for a range outside ``data`` or arrays of different lengths."""
+    mv = memoryview(data)
+    size = len(mv)
+    ps, ls = [int(x) for x in positions], [int(x) for x in lengths]
+    if len(ls) != len(ps):
+        raise ValueError(f"{len(ps)} positions but {len(ls)} lengths")
+    for i, (p, n) in enumerate(zip(ps, ls)):
+        if p < 0 or n < 0 or p > size - n:
+            raise ValueError(f"slice {i} [{p}, {p} + {n}) outside {size} bytes")
+    return [bytes(mv[p : p + n]) for p, n in zip(ps, ls)]
