@@ -213,6 +213,7 @@ class MessageStore:
         self._lut = np.empty(_DISPATCH_BATCH, dtype=np.int64)
         self._topic_ids: dict[bytes, int] = {}
         self._keylookup = _impl.kernel("keylookup", self.impl)
+        self._reput_pub = np.zeros(1, dtype=np.int64)  # reput_from_offset, as the native lookup reads it
         self._dispatcher = self._dispatch_kernel.Dispatcher()
         self._bound: dict[tuple[bytes, int], tuple[ConsumeQueue, Any]] = {}
         self._bound_index: Any = None
@@ -339,6 +340,7 @@ class MessageStore:
         else:
             start = max(redispatch_from, cl_min)
         self.reput_from_offset = min(max(start, 0), end)
+        self._reput_pub[0] = self.reput_from_offset
         self.segindex = None
         if not self.read_only:
             from .segindex import SegmentIndexService
@@ -605,6 +607,11 @@ class MessageStore:
                     if nxt <= self.reput_from_offset:
                         break
                 self.reput_from_offset = nxt
+            self._reput_pub[0] = self.reput_from_offset
+            lk = self._lookup
+            if lk is not None and (self.index is None or self._lookup_files is not self.index._files
+                                   or self._lookup_ncl != len(cl.queue.files)):
+                self._drop_lookup()  # files came or went: the next lookup rebuilds it
             return n_total
 
     def _sync_queues(self) -> None:
@@ -894,20 +901,29 @@ class MessageStore:
             ConfigError: the message index is disabled.
             CorruptionError: a record the index points at is corrupt.
         """
-        q = self.commitlog.queue
-        cl_end = q.max_offset()
-        if self.reput_from_offset < cl_end:
-            self._caught_up()
         lk = self._lookup
-        if lk is None or self._lookup_files is not self.index._files or self._lookup_ncl != len(q.files):
-            self._check_open()
-            if self.index is None:
-                raise ConfigError("the message index is disabled (message_index_enable=False)")
+        if lk is not None:  # the fast path: one call, which also sees whether dispatch is behind
+            try:
+                got = lk.newest_body(topic, key, begin, end)
+            except ValueError:  # released by the reput thread (files changed) since we took it
+                got = 2
+            if type(got) is not int:
+                return got  # type: ignore[no-any-return]
+        return self._lookup_general(topic, key, begin, end)
+
+    def _lookup_general(self, topic: str, key: str, begin: int, end: int) -> bytes | None:
+        self._check_open()
+        if self.index is None:
+            raise ConfigError("the message index is disabled (message_index_enable=False)")
+        self._caught_up()
+        lk = self._lookup
+        if lk is None or self._lookup_files is not self.index._files or self._lookup_ncl != len(
+                self.commitlog.queue.files):
             lk = self._build_lookup()
-        ok, got = lk.find(topic, key, begin, end, self._max_batch, 0, cl_end, True, True)
-        if ok:
+        got = lk.newest_body(topic, key, begin, end)
+        if type(got) is not int:
             return got  # type: ignore[no-any-return]
-        found = self.query_by_key(topic, key, begin, end, self.config.max_msgs_num_batch)
+        found = self.query_by_key(topic, key, begin, end, self._max_batch)
         return found[-1].body if found else None
 
     def _exact_offsets(self, topic: str, key: str, begin: int, end: int, max_num: int, newest_body: bool) -> Any:
@@ -934,9 +950,12 @@ class MessageStore:
         assert index is not None
         ifiles = index._files
         steps = ifiles[0].max_steps if ifiles else index.max_entries
+        cl = self.commitlog
         lk = self._keylookup.KeyLookup(
             [f._mm for f in ifiles], index.slot_count, index.max_entries, steps,
-            [mf.mm for mf in files], [mf.file_from_offset for mf in files])
+            [mf.mm for mf in files], [mf.file_from_offset for mf in files],
+            None if self.read_only else cl._appender.live,
+            self._reput_pub if self._read_your_writes else None, cl.max_offset, self._max_batch)
         self._lookup, self._lookup_files, self._lookup_ncl = lk, ifiles, len(files)
         return lk
 

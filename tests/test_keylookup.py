@@ -165,3 +165,29 @@ def test_lookup_survives_rolls_deletions_and_close(tmp_path: Path, impl: Any) ->
     s.close()  # no BufferError: the lookup let go first
     with pytest.raises(StoreClosedError):
         s.lookup("T", "k199")
+
+
+@pytest.mark.parametrize("mode", ["auto", "inline", "background"])
+def test_lookup_fast_path_sees_every_earlier_put(tmp_path: Path, impl: Any, mode: str) -> None:
+    """The one-call path reads the appender's published end and the dispatched end: a put after
+    the lookup was built is found at once (auto/inline), or once dispatched (background)."""
+    with MessageStore(tmp_path, impl=impl.name, dispatch=mode, **GEOM) as s:
+        s.put("T", b"first", 0, keys="a")
+        if mode == "background":
+            assert s.wait_dispatched(10)
+        assert s.lookup("T", "a") == b"first"
+        assert s._lookup is not None  # built: later lookups take the fast path
+        for i in range(60):  # enough to roll CommitLog and index files under the lookup
+            s.put("T", b"v%03d" % i + b"." * 120, i % 2, keys=["a", "k%d" % i])
+            if mode == "background":
+                assert s.wait_dispatched(10)
+            assert s.lookup("T", "k%d" % i).startswith(b"v%03d" % i)
+            assert s.lookup("T", "a").startswith(b"v%03d" % i)  # the newest with that key
+        # a lookup released under us (the reput thread rebuilds it when files change) still answers
+        stale = s._lookup
+        s._drop_lookup()
+        s._lookup = stale
+        assert s.lookup("T", "k7").startswith(b"v007")
+    with MessageStore(tmp_path, impl=impl.name, read_only=True) as ro:
+        assert ro.lookup("T", "k59").startswith(b"v059")
+        assert ro.lookup("T", "nope") is None

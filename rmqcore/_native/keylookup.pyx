@@ -72,6 +72,14 @@ cdef extern from "rmq_index.h" nogil:
     size_t rmq_index_walk_run(const unsigned char *buf, uint32_t slots, uint32_t entries, int32_t key_hash,
                               int64_t begin, int64_t end, rmq_index_walk *w, int64_t *out, size_t cap)
 
+cdef extern from *:
+    """
+    #define rmq_prefetch_r(p) __builtin_prefetch((p), 0, 3)
+    static inline int64_t rmq_observe(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    """
+    void rmq_prefetch_r(const void *p) nogil
+    int64_t rmq_observe(const int64_t *p) nogil
+
 DEF STACK_HITS = 64
 
 
@@ -91,15 +99,35 @@ cdef class KeyLookup:
     cdef Py_ssize_t _ncl
     cdef uint32_t _slots, _entries
     cdef uint64_t _steps
+    cdef Py_buffer _live_view  # the appender's published end (int64[1]), held while _live_p is set
+    cdef Py_buffer _disp_view  # the store's dispatched end (int64[1])
+    cdef const int64_t *_live_p
+    cdef const int64_t *_disp_p
+    cdef int64_t _static_end
+    cdef int64_t _max_num
 
-    def __cinit__(self, index_buffers, slot_count, max_entries, max_steps, commitlog_buffers, commitlog_froms):
+    def __cinit__(self, index_buffers, slot_count, max_entries, max_steps, commitlog_buffers, commitlog_froms,
+                  live=None, dispatched=None, static_end=0, max_num=64):
         self._idx = NULL
         self._cl = NULL
         self._from = NULL
         self._nidx = self._ncl = 0
+        self._live_p = NULL
+        self._disp_p = NULL
 
-    def __init__(self, index_buffers, slot_count, max_entries, max_steps, commitlog_buffers, commitlog_froms):
+    def __init__(self, index_buffers, slot_count, max_entries, max_steps, commitlog_buffers, commitlog_froms,
+                  live=None, dispatched=None, static_end=0, max_num=64):
         cdef Py_ssize_t i
+        for a in (live, dispatched):
+            if a is not None and (a.dtype.kind != "i" or a.dtype.itemsize != 8 or a.shape != (1,)):
+                raise ValueError("live and dispatched must be int64 arrays of one item")
+        self._static_end, self._max_num = static_end, max_num
+        if live is not None:
+            _get_buffer(live, &self._live_view, PyBUF_SIMPLE)
+            self._live_p = <const int64_t *>self._live_view.buf
+        if dispatched is not None:
+            _get_buffer(dispatched, &self._disp_view, PyBUF_SIMPLE)
+            self._disp_p = <const int64_t *>self._disp_view.buf
         idx, cls, froms = list(index_buffers), list(commitlog_buffers), [int(f) for f in commitlog_froms]
         if len(cls) != len(froms):
             raise ValueError("commitlog_buffers and commitlog_froms differ in length")
@@ -128,6 +156,12 @@ cdef class KeyLookup:
         for i in range(self._ncl):
             PyBuffer_Release(&self._cl[i])
         self._nidx = self._ncl = 0
+        if self._live_p != NULL:
+            PyBuffer_Release(&self._live_view)
+            self._live_p = NULL
+        if self._disp_p != NULL:
+            PyBuffer_Release(&self._disp_view)
+            self._disp_p = NULL
         PyMem_Free(self._idx)
         PyMem_Free(self._cl)
         PyMem_Free(self._from)
@@ -140,6 +174,10 @@ cdef class KeyLookup:
 
     def find(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, int64_t cl_min,
              int64_t cl_end, bint verify_crc, bint newest_body):
+        return self._find(topic, key, begin, end, max_num, cl_min, cl_end, verify_crc, newest_body)
+
+    cdef tuple _find(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, int64_t cl_min,
+                     int64_t cl_end, bint verify_crc, bint newest_body):
         cdef Py_ssize_t tlen, klen, i, j, lo, hi
         cdef const unsigned char *t
         cdef const unsigned char *k
@@ -206,6 +244,11 @@ cdef class KeyLookup:
                 buf = <const unsigned char *>self._cl[lo].buf
                 pos = off - self._from[lo]
                 limit = min(<int64_t>self._cl[lo].len, cl_end - self._from[lo])
+                if pos >= 0 and pos + 256 <= limit:  # the record's lines at once, not one miss after another
+                    rmq_prefetch_r(buf + pos)
+                    rmq_prefetch_r(buf + pos + 64)
+                    rmq_prefetch_r(buf + pos + 128)
+                    rmq_prefetch_r(buf + pos + 192)
                 st = rmq_check_record(buf, pos, limit, verify_crc, &size, &rec)
                 if st == RMQ_ST_BLANK or st == RMQ_ST_END:
                     continue
@@ -233,3 +276,20 @@ cdef class KeyLookup:
         finally:
             if raw != stack:
                 PyMem_Free(raw)
+
+    def newest_body(self, str topic, str key, int64_t begin, int64_t end):
+        """``find(..., newest_body=True)`` for ``MessageStore.lookup``: the end of the CommitLog is the
+        appender's published end (``live``; ``static_end`` while it publishes none), and when the
+        store's ``dispatched`` end is behind it the answer is 1 (dispatch first, then ask again).
+        Returns bytes or None, 1, or 2 when the general path must answer."""
+        cdef int64_t cl_end = self._static_end, done
+        if self._idx == NULL:
+            raise ValueError("the lookup was released")
+        if self._live_p != NULL:
+            done = rmq_observe(self._live_p)
+            if done >= 0:
+                cl_end = done
+                if self._disp_p != NULL and rmq_observe(self._disp_p) < cl_end:
+                    return 1
+        ok, got = self._find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
+        return got if ok else 2

@@ -64,7 +64,13 @@ class KeyLookup:
     with their global start offsets ``commitlog_froms``."""
 
     def __init__(self, index_buffers: list[Any], slot_count: int, max_entries: int, max_steps: int,
-                 commitlog_buffers: list[Any], commitlog_froms: list[int]) -> None:
+                 commitlog_buffers: list[Any], commitlog_froms: list[int], live: Any = None,
+                 dispatched: Any = None, static_end: int = 0, max_num: int = 64) -> None:
+        for a in (live, dispatched):
+            if a is not None and (a.dtype.kind != "i" or a.dtype.itemsize != 8 or a.shape != (1,)):
+                raise ValueError("live and dispatched must be int64 arrays of one item")
+        self._live, self._dispatched, self._static_end, self._max_num = live, dispatched, static_end, max_num
+        self._released = False
         if len(commitlog_buffers) != len(commitlog_froms):
             raise ValueError("commitlog_buffers and commitlog_froms differ in length")
         self._idx = list(index_buffers)
@@ -77,9 +83,12 @@ class KeyLookup:
 
     def release(self) -> None:
         self._idx, self._cl, self._from = [], [], []
+        self._released = True
 
     def find(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_min: int, cl_end: int,
              verify_crc: bool, newest_body: bool) -> tuple[bool, Any]:
+        if self._released:
+            raise ValueError("the lookup was released")
         try:
             tb, kb = topic.encode("utf-8"), key.encode("utf-8")
         except UnicodeEncodeError:
@@ -129,3 +138,16 @@ class KeyLookup:
             return True, best_body
         hits.sort()
         return True, hits
+
+    def newest_body(self, topic: str, key: str, begin: int, end: int) -> bytes | None | int:
+        """``find(..., newest_body=True)`` for ``MessageStore.lookup``: the end of the CommitLog is the
+        appender's published end (``live``; ``static_end`` while it publishes none), and when the
+        store's ``dispatched`` end is behind it the answer is 1 (dispatch first, then ask again).
+        Returns bytes or None, 1, or 2 when the general path must answer."""
+        cl_end = self._static_end
+        if self._live is not None and int(self._live[0]) >= 0:
+            cl_end = int(self._live[0])
+            if self._dispatched is not None and int(self._dispatched[0]) < cl_end:
+                return 1
+        ok, got = self.find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
+        return got if ok else 2
