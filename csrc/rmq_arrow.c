@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#include "rmq_utf8.h"
+
 #define HIGH_BITS 0x8080808080808080ull
 #define LOW3_BITS 0x0303030303030303ull
 
@@ -61,55 +63,6 @@ static inline void copy_short(unsigned char *d, const unsigned char *s, int64_t 
     }
 }
 
-/* One sequence at s[0, n), n >= 1, s[0] >= 0x80: its length; *ok = 0 for a maximal invalid subpart
- * (to be replaced by one U+FFFD), *cp its code point (0xFFFD when invalid). */
-static inline int64_t utf8_seq(const unsigned char *s, int64_t n, uint32_t *cp, int *ok)
-{
-    unsigned c = s[0];
-    unsigned lo = 0x80, hi = 0xBF;
-    int64_t need, k;
-    uint32_t v;
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 2;
-        v = c & 0x1Fu;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        v = c & 0x0Fu;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        v = c & 0x07u;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        *cp = 0xFFFDu;
-        *ok = 0;
-        return 1;
-    }
-    k = 1;
-    if (n > 1 && s[1] >= lo && s[1] <= hi) {
-        v = (v << 6) | (s[1] & 0x3Fu);
-        k = 2;
-        while (k < need && k < n && (s[k] & 0xC0u) == 0x80u) {
-            v = (v << 6) | (s[k] & 0x3Fu);
-            k++;
-        }
-    }
-    if (k < need) {
-        *cp = 0xFFFDu;
-        *ok = 0;
-        return k;
-    }
-    *cp = v;
-    *ok = 1;
-    return k;
-}
-
 int64_t rmq_utf8_out_len(const unsigned char *s, int64_t n)
 {
     int64_t i = 0, out = 0;
@@ -124,7 +77,7 @@ int64_t rmq_utf8_out_len(const unsigned char *s, int64_t n)
             out++;
             continue;
         }
-        k = utf8_seq(s + i, n - i, &cp, &ok);
+        k = (int64_t)rmq_utf8_seq(s + i, (size_t)(n - i), &cp, &ok);
         out += ok ? k : 3;
         i += k;
     }
@@ -147,7 +100,7 @@ int64_t rmq_utf8_copy(unsigned char *dst, const unsigned char *s, int64_t n)
             *d++ = s[i++];
             continue;
         }
-        k = utf8_seq(s + i, n - i, &cp, &ok);
+        k = (int64_t)rmq_utf8_seq(s + i, (size_t)(n - i), &cp, &ok);
         if (ok) {
             memcpy(d, s + i, (size_t)k);
             d += k;
@@ -169,7 +122,7 @@ static inline uint32_t next_cp(const unsigned char *s, int64_t n, int64_t *i)
     int ok;
     if (s[*i] < 0x80u)
         return s[(*i)++];
-    *i += utf8_seq(s + *i, n - *i, &cp, &ok);
+    *i += (int64_t)rmq_utf8_seq(s + *i, (size_t)(n - *i), &cp, &ok);
     return cp;
 }
 

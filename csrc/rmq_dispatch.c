@@ -18,6 +18,7 @@
 
 #include "rmq_endian.h"
 #include "rmq_hash.h"
+#include "rmq_utf8.h"
 
 #if !defined(RMQ_DISPATCH_NO_SIMD) && \
     (defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2))
@@ -37,55 +38,6 @@
 /* h = 31 h + unit, the Java step (unsigned: wrap-around without undefined behaviour) */
 #define STEP(h, u) ((h) * 31u + (uint32_t)(u))
 
-/* One UTF-8 sequence at s[0, n), n >= 1, lead byte >= 0x80: the code point in *cp and the bytes it
- * takes; *cp = 0xFFFD (and the length of the maximal invalid subpart, >= 1) when it is invalid.
- * Same rule as CPython's UTF-8 decoder (Unicode "maximal subpart" replacement, surrogates rejected). */
-static inline size_t utf8_seq(const unsigned char *s, size_t n, uint32_t *cp, int *bad)
-{
-    unsigned c = s[0];
-    unsigned lo = 0x80, hi = 0xBF;
-    size_t need, k;
-    uint32_t v;
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 2;
-        v = c & 0x1Fu;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        v = c & 0x0Fu;
-        if (c == 0xE0)
-            lo = 0xA0; /* overlong */
-        else if (c == 0xED)
-            hi = 0x9F; /* surrogates */
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        v = c & 0x07u;
-        if (c == 0xF0)
-            lo = 0x90; /* overlong */
-        else if (c == 0xF4)
-            hi = 0x8F; /* above U+10FFFF */
-    } else { /* continuation byte, C0/C1, F5..FF */
-        *cp = 0xFFFDu;
-        *bad = 1;
-        return 1;
-    }
-    k = 1;
-    if (n > 1 && s[1] >= lo && s[1] <= hi) {
-        v = (v << 6) | (s[1] & 0x3Fu);
-        k = 2;
-        while (k < need && k < n && (s[k] & 0xC0u) == 0x80u) {
-            v = (v << 6) | (s[k] & 0x3Fu);
-            k++;
-        }
-    }
-    if (k < need) {
-        *cp = 0xFFFDu;
-        *bad = 1;
-        return k;
-    }
-    *cp = v;
-    return k;
-}
-
 uint32_t rmq_java_hash_utf8(uint32_t h, const unsigned char *s, size_t n, int *bad)
 {
     size_t i = 0;
@@ -96,7 +48,10 @@ uint32_t rmq_java_hash_utf8(uint32_t h, const unsigned char *s, size_t n, int *b
             i++;
             continue;
         }
-        i += utf8_seq(s + i, n - i, &cp, bad);
+        int valid;
+        i += rmq_utf8_seq(s + i, n - i, &cp, &valid);
+        if (!valid)
+            *bad = 1;
         if (cp > 0xFFFFu) {
             cp -= 0x10000u;
             h = STEP(h, 0xD800u + (cp >> 10));
@@ -111,15 +66,15 @@ uint32_t rmq_java_hash_utf8(uint32_t h, const unsigned char *s, size_t n, int *b
 int rmq_utf8_valid(const unsigned char *s, size_t n)
 {
     size_t i = 0;
-    int bad = 0;
-    while (i < n && !bad) {
+    int valid = 1;
+    while (i < n && valid) {
         uint32_t cp;
         if (s[i] < 0x80u)
             i++;
         else
-            i += utf8_seq(s + i, n - i, &cp, &bad);
+            i += rmq_utf8_seq(s + i, n - i, &cp, &valid);
     }
-    return !bad;
+    return valid;
 }
 
 /* eight bytes, first byte in the low bits whatever the host byte order */

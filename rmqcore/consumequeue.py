@@ -28,7 +28,7 @@ from . import layout as L
 from .errors import ConfigError
 from .mappedfile import MappedFile, MappedFileQueue
 
-__all__ = ["ConsumeQueue", "BLANK_UNIT", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST"]
+__all__ = ["ConsumeQueue", "BLANK_UNIT", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST", "put_grouped"]
 
 _UNIT = struct.Struct(">qiq")
 UNIT = L.CQ_UNIT_SIZE
@@ -43,6 +43,32 @@ def _units(mf: MappedFile, count: int, pos: int = 0) -> np.ndarray:
     """``count`` units of a file from byte ``pos``, copied out of the map (no view into the map
     outlives the call, so the file can always be closed)."""
     return np.frombuffer(mf.mm[pos : pos + count * UNIT], dtype=_UNIT_DTYPE)
+
+
+def put_grouped(queue_of: Callable[[int], ConsumeQueue], keys: np.ndarray, phys: np.ndarray, sizes: np.ndarray,
+                tags: np.ndarray, qoffs: np.ndarray) -> None:
+    """``put_many`` for units of many queues: ``keys[i]`` names unit i's queue (``queue_of(key)``
+    gives it); each queue gets its units in the given (CommitLog) order. One vector pass per
+    queue while there are few (the usual case), a stable sort for the rest."""
+    idx = np.arange(len(keys))
+    groups: list[tuple[int, np.ndarray]] = []
+    while len(keys) and len(groups) < 8:
+        g = int(keys[0])
+        m = keys == g
+        if m.all():
+            groups.append((g, idx))
+            keys = keys[:0]
+            break
+        groups.append((g, idx[m]))
+        rest = ~m
+        keys, idx = keys[rest], idx[rest]
+    if len(keys):
+        order = np.argsort(keys, kind="stable")
+        sk, si = keys[order], idx[order]
+        cuts = np.flatnonzero(np.diff(sk)) + 1
+        groups.extend((int(sk[c[0]]), si[c]) for c in np.split(np.arange(len(sk)), cuts))
+    for g, i in groups:
+        queue_of(g).put_many(phys[i], sizes[i], tags[i], qoffs[i])
 
 
 class ConsumeQueue:

@@ -686,6 +686,20 @@ class IndexService:
             self._last_writable()
         return total
 
+    def put_record_keys(self, key_hashes: Any, key_counts: Any, tran: Any, phy_offsets: Any,
+                        store_timestamps: Any) -> int:
+        """``put_key_hashes`` for records in dispatch order: record i has ``key_counts[i]`` of the
+        ``key_hashes`` (the dispatch kernel's layout), its transaction type ``tran[i]`` (ROLLBACK
+        records add none), CommitLog offset and store time. Returns the entries added."""
+        import numpy as np
+
+        n = len(key_counts)
+        rec = np.repeat(np.arange(n), key_counts)  # the record of each key
+        keep = tran[rec] != _ROLLBACK
+        rec = rec[keep]
+        return self.put_key_hashes(key_hashes[keep], phy_offsets[rec], store_timestamps[rec],
+                                   int(rec[-1]) if len(rec) else -1, n)
+
     # -- querying -------------------------------------------------------------------------------
     def query_offset(
         self, topic: str, key: str, max_num: int = MAX_MSGS_NUM_BATCH, begin: int = 0, end: int = _LONG_MAX,

@@ -37,7 +37,7 @@ from .checkpoint import StoreCheckpoint
 from .commitlog import AppendResult, BatchAppendResult, CommitLog, raise_status
 from .config import StoreConfig, detect_file_size, load_geometry, save_geometry
 from .configfiles import dumps_fastjson, load_with_bak, persist
-from .consumequeue import BOUNDARY_LOWER, BOUNDARY_NEAREST, BOUNDARY_UPPER, ConsumeQueue
+from .consumequeue import BOUNDARY_LOWER, BOUNDARY_NEAREST, BOUNDARY_UPPER, ConsumeQueue, put_grouped
 from .errors import (
     ConfigError,
     CorruptionError,
@@ -99,10 +99,6 @@ class GetResult:
         return [self._store.read_record_bytes(o, n) for o, n in zip(self.physical_offsets, self.sizes)]
 
 
-# records per dispatch batch: not a multiple of 512 (4 KiB-multiple row strides thrash L1), and
-# small enough that the per-batch numpy temporaries stay under glibc's mmap threshold (128 KiB):
-# larger ones are mmapped and unmapped on every batch, a page fault per 4 KiB
-_DISPATCH_BATCH = 4000
 _REPUT_STEP = 32 * 1024 * 1024  # CommitLog bytes the reput thread dispatches per step
 
 
@@ -206,11 +202,11 @@ class MessageStore:
         self._seek_cols = np.empty((L.NCOLUMNS, 64), dtype=np.int64)
         self._dispatch_lock = threading.Lock()
         self._dispatch_kernel = _impl.kernel("dispatch", self.impl)
-        self._cols = np.empty((L.NCOLUMNS, _DISPATCH_BATCH), dtype=np.int64)
-        self._disp = np.empty((4, _DISPATCH_BATCH), dtype=np.int64)
-        self._keys = np.empty(_DISPATCH_BATCH * 8, dtype=np.int64)
-        self._rep = np.empty(_DISPATCH_BATCH, dtype=np.int64)
-        self._lut = np.empty(_DISPATCH_BATCH, dtype=np.int64)
+        # scratch of the general dispatch path, one record at a time (_dispatch_one); a record has at
+        # most one key per two bytes of properties, plus UNIQ_KEY
+        self._cols = np.empty((L.NCOLUMNS, 1), dtype=np.int64)
+        self._disp = np.empty((4, 1), dtype=np.int64)
+        self._keys = np.empty(L.MAX_PROPERTIES_LEN // 2 + 2, dtype=np.int64)
         self._topic_ids: dict[bytes, int] = {}
         self._keylookup = _impl.kernel("keylookup", self.impl)
         self._reput_pub = np.zeros(1, dtype=np.int64)  # reput_from_offset, as the native lookup reads it
@@ -608,9 +604,7 @@ class MessageStore:
                         break
                 self.reput_from_offset = nxt
             self._reput_pub[0] = self.reput_from_offset
-            lk = self._lookup
-            if lk is not None and (self.index is None or self._lookup_files is not self.index._files
-                                   or self._lookup_ncl != len(cl.queue.files)):
+            if self._lookup is not None and self._lookup_stale():
                 self._drop_lookup()  # files came or went: the next lookup rebuilds it
             return n_total
 
@@ -648,7 +642,7 @@ class MessageStore:
         """The general path for the one record at ``pos`` of ``mf``; returns the offset after it.
         Queue and index bindings are refreshed afterwards (this path writes through the objects)."""
         n, end_pos, status, nkeys = self._dispatch_kernel.dispatch_batch(
-            mf.mm, pos, mf.wrote_position, self._cols[:, :1], self._disp[:, :1], self._keys, False)
+            mf.mm, pos, mf.wrote_position, self._cols, self._disp, self._keys, False)
         if n == 0:
             raise_status(self.commitlog._codec, status, mf.path, pos)
         self._apply_dispatch(mf, 1, nkeys)
@@ -670,6 +664,8 @@ class MessageStore:
         return int(mf.file_from_offset + end_pos)
 
     def _apply_dispatch(self, mf: Any, n: int, nkeys: int) -> None:
+        """CQ units, index entries and segment-index entries of the ``n`` records decoded into the
+        scratch arrays (the general path of ``_dispatch_one``)."""
         cols = self._cols
         disp = self._disp
         base = mf.file_from_offset
@@ -680,9 +676,10 @@ class MessageStore:
         tss = cols[L.C_STORE_TIMESTAMP, :n].copy()
         tags = disp[0, :n].copy()
         flags = disp[1, :n]
-        # topic of each record -> small int: one vectorised comparison per distinct topic in the batch
         mm = mf.mm
-        ids = self._topic_ids_of(mm, cols[L.C_TOPIC_POS, :n], cols[L.C_TOPIC_LEN, :n])
+        ids = np.array([self._topic_id(mm, int(p), int(ln)) for p, ln in zip(cols[L.C_TOPIC_POS, :n].tolist(),
+                                                                            cols[L.C_TOPIC_LEN, :n].tolist())],
+                       dtype=np.int64)
         names = self._topic_names
         special = np.flatnonzero(flags & 3)
         for i in special.tolist():  # delay topic (tags code = delivery time) or invalid UTF-8
@@ -696,50 +693,17 @@ class MessageStore:
         gkey = (ids << 32) | (qids & 0xFFFFFFFF)
         sel = np.flatnonzero(to_cq)
         if len(sel):
-            gk = gkey[sel]
-            groups: list[tuple[int, np.ndarray]] = []
-            # peel off one queue at a time while there are few (the usual case), then sort the rest
-            while len(gk) and len(groups) < 8:
-                g = int(gk[0])
-                m = gk == g
-                if m.all():
-                    groups.append((g, sel))
-                    gk = gk[:0]
-                    break
-                groups.append((g, sel[m]))
-                rest = ~m
-                gk, sel = gk[rest], sel[rest]
-            if len(gk):
-                order = np.argsort(gk, kind="stable")
-                sk, ss = gk[order], sel[order]
-                cuts = np.flatnonzero(np.diff(sk)) + 1
-                groups.extend((int(sk[c[0]]), ss[c]) for c in np.split(np.arange(len(sk)), cuts))
-            for g, idx in groups:
-                topic = names[g >> 32]
-                cq = self.consume_queue(topic, g & 0xFFFFFFFF, create=True)
+            def queue_of(g: int) -> ConsumeQueue:
+                cq = self.consume_queue(names[g >> 32], g & 0xFFFFFFFF, create=True)
                 assert cq is not None
-                cq.put_many(phys[idx], sizes[idx], tags[idx], qoffs[idx])
+                return cq
+
+            put_grouped(queue_of, gkey[sel], phys[sel], sizes[sel], tags[sel], qoffs[sel])
         if self.index is not None:
-            key_rec = np.repeat(np.arange(n), disp[3, :n])
-            keep = tran[key_rec] != L.TRANSACTION_ROLLBACK
-            key_rec = key_rec[keep]
-            self.index.put_key_hashes(self._keys[:nkeys][keep], phys[key_rec], tss[key_rec],
-                                      int(key_rec[-1]) if len(key_rec) else -1, n)
+            self.index.put_record_keys(self._keys[:nkeys], disp[3, :n], tran, phys, tss)
         if self.segindex is not None:
             self.segindex.add(base, positions, sizes, tss)
         self._last_dispatched_ts = max(self._last_dispatched_ts, int(tss.max()))
-
-    def _topic_ids_of(self, mm: Any, tp: np.ndarray, tl: np.ndarray) -> np.ndarray:
-        """Each record's topic as a small int (the index into ``_topic_names``)."""
-        n = len(tp)
-        rep = self._rep[:n]
-        distinct = self._dispatch_kernel.topic_groups(mm, tp, tl, rep)
-        if len(distinct) == 1:
-            return np.full(n, self._topic_id(mm, int(tp[0]), int(tl[0])), dtype=np.int64)
-        lut = self._lut[:n]
-        for i in distinct:
-            lut[i] = self._topic_id(mm, int(tp[i]), int(tl[i]))
-        return lut[rep]
 
     def _topic_id(self, mm: Any, p: int, ln: int) -> int:
         key = bytes(mm[p : p + ln])
@@ -877,7 +841,7 @@ class MessageStore:
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
         if not raw:
-            offs = self._exact_offsets(topic, key, begin, end, max_num, False)
+            offs = self._exact_offsets(topic, key, begin, end, max_num)
             if offs is not None:  # the native one-call path; CRC already checked there
                 read = self.commitlog.read
                 return [read(off) for off in offs]
@@ -916,33 +880,33 @@ class MessageStore:
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
         self._caught_up()
-        lk = self._lookup
-        if lk is None or self._lookup_files is not self.index._files or self._lookup_ncl != len(
-                self.commitlog.queue.files):
-            lk = self._build_lookup()
-        got = lk.newest_body(topic, key, begin, end)
+        got = self._current_lookup().newest_body(topic, key, begin, end)
         if type(got) is not int:
             return got  # type: ignore[no-any-return]
         found = self.query_by_key(topic, key, begin, end, self._max_batch)
         return found[-1].body if found else None
 
-    def _exact_offsets(self, topic: str, key: str, begin: int, end: int, max_num: int, newest_body: bool) -> Any:
-        """KeyLookup.find through the cached lookup; None (False with ``newest_body``) when the
-        general path must answer."""
+    def _exact_offsets(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int] | None:
+        """KeyLookup.find through the cached lookup: the exact matches' offsets, ascending; None
+        when the general path must answer."""
         self._caught_up()
-        index = self.index
-        if index is None:
+        if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
-        lk = self._lookup
         cl = self.commitlog
-        files = cl.queue.files
-        if lk is None or self._lookup_files is not index._files or self._lookup_ncl != len(files):
+        ok, answer = self._current_lookup().find(topic, key, begin, end, min(max_num, self._max_batch), 0,
+                                                 cl.max_offset, True, False)
+        return answer if ok else None
+
+    def _lookup_stale(self) -> bool:
+        """Index or CommitLog files came or went since the lookup was built."""
+        return (self.index is None or self._lookup_files is not self.index._files
+                or self._lookup_ncl != len(self.commitlog.queue.files))
+
+    def _current_lookup(self) -> Any:
+        lk = self._lookup
+        if lk is None or self._lookup_stale():
             lk = self._build_lookup()
-        ok, answer = lk.find(topic, key, begin, end, min(max_num, self.config.max_msgs_num_batch),
-                             files[0].file_from_offset if files else 0, cl.max_offset, True, newest_body)
-        if ok:
-            return answer
-        return False if newest_body else None
+        return lk
 
     def _build_lookup(self) -> Any:
         self._drop_lookup()

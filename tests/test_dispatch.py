@@ -643,44 +643,7 @@ def test_fuzz_mutated_records(recs: list, flips: list, cut: int, cap: int, kcap:
     assert all(o == out[0] for o in out)
 
 
-# -- topic_groups / sparse_points: the per-batch helpers of MessageStore dispatch and segment indexes
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(topics=st.lists(st.sampled_from([b"", b"a", b"b", b"ab", b"TopicA", b"TopicB", b"\xff\xfe"]) |
-                       st.binary(max_size=6), max_size=200))
-def test_topic_groups_twins(topics: list[bytes]) -> None:
-    buf = bytearray(b"#")
-    pos, ln = [], []
-    for t in topics:
-        pos.append(len(buf))
-        ln.append(len(t))
-        buf += t + b"|"
-    tp, tl = np.array(pos, dtype=np.int64), np.array(ln, dtype=np.int64)
-    first: dict[bytes, int] = {}
-    expected = [first.setdefault(t, i) for i, t in enumerate(topics)]
-    for k in kernels():
-        rep = np.full(len(topics) + 3, -7, dtype=np.int64)
-        distinct = k.topic_groups(bytes(buf), tp, tl, rep)
-        assert rep[: len(topics)].tolist() == expected
-        assert rep[len(topics):].tolist() == [-7, -7, -7]  # nothing written past n
-        assert list(distinct) == sorted(set(expected))
-
-
-def test_topic_groups_many_topics_and_errors() -> None:
-    # more distinct topics than the native kernel's small cache (64), interleaved
-    topics = [f"T{i % 150}".encode() for i in range(3000)]
-    buf = b"".join(topics)
-    pos = np.cumsum([0] + [len(t) for t in topics[:-1]]).astype(np.int64)
-    ln = np.array([len(t) for t in topics], dtype=np.int64)
-    for k in kernels():
-        rep = np.empty(len(topics), dtype=np.int64)
-        assert k.topic_groups(buf, pos, ln, rep) == list(range(150))
-        assert rep.tolist() == [i % 150 for i in range(3000)]
-        with pytest.raises(ValueError, match="outside a buffer"):
-            k.topic_groups(buf[:-1], pos, ln, rep)
-        with pytest.raises(ValueError, match="disagree"):
-            k.topic_groups(buf, pos, ln[:-1], rep)
+# -- sparse_points: Kafka's index-entry rule over a run of records (segment indexes)
 
 
 @settings(max_examples=200, deadline=None)

@@ -13,7 +13,7 @@ from libc.string cimport memcmp, memcpy
 
 from ..layout import NCOLUMNS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK, ST_END, ST_MSG, ST_TORN
 
-__all__ = ["dispatch_batch", "topic_groups", "sparse_points", "Dispatcher", "STOP_NONE", "STOP_QUEUE",
+__all__ = ["dispatch_batch", "sparse_points", "Dispatcher", "STOP_NONE", "STOP_QUEUE",
            "STOP_SPECIAL", "STOP_INDEX", "STOP_SEG", "DISPATCH_ROWS", "D_TAGS_CODE", "D_FLAGS", "D_KEYS_START", "D_KEYS_COUNT",
            "DF_SCHEDULE", "DF_BAD_UTF8"]
 
@@ -157,53 +157,6 @@ def dispatch_batch(const unsigned char[::1] buf not None, pos, limit, cols, disp
     return count, end_pos, st, nkeys
 
 
-def topic_groups(const unsigned char[::1] buf not None, const int64_t[::1] tpos not None,
-                 const int64_t[::1] tlen not None, int64_t[::1] rep not None):
-    """Group records by topic bytes: ``rep[i]`` = the index of the first record of the batch whose
-    topic (``buf[tpos[i]:tpos[i] + tlen[i]]``) equals record i's. Returns the distinct first indexes
-    in order. Raises ValueError when the arrays disagree in length or a topic lies outside ``buf``."""
-    cdef Py_ssize_t n = tpos.shape[0], i, k, nd = 0
-    cdef int64_t blen = buf.shape[0], p, l, r, cur = -1
-    cdef const unsigned char *b = &buf[0] if blen > 0 else NULL
-    if tlen.shape[0] != n or rep.shape[0] < n:
-        raise ValueError(f"tpos ({n}), tlen ({tlen.shape[0]}) and rep ({rep.shape[0]}) disagree")
-    for i in range(n):
-        if tpos[i] < 0 or tlen[i] < 0 or tpos[i] > blen - tlen[i]:
-            raise ValueError(f"topic {i} at [{tpos[i]}, {tpos[i]} + {tlen[i]}) lies outside a buffer of {blen} bytes")
-    if n == 0:
-        return []
-    distinct = []
-    cdef int64_t small[64]
-    with nogil:
-        for i in range(n):
-            p = tpos[i]
-            l = tlen[i]
-            if cur >= 0 and tlen[cur] == l and memcmp(b + tpos[cur], b + p, <size_t>l) == 0:
-                rep[i] = cur
-                continue
-            r = -1
-            for k in range(min(nd, 64)):
-                if tlen[small[k]] == l and memcmp(b + tpos[small[k]], b + p, <size_t>l) == 0:
-                    r = small[k]
-                    break
-            if r < 0 and nd > 64:  # many topics in one batch: look through every earlier record
-                for k in range(i):
-                    if rep[k] == k and tlen[k] == l and memcmp(b + tpos[k], b + p, <size_t>l) == 0:
-                        r = k
-                        break
-            if r < 0:
-                r = i
-                if nd < 64:
-                    small[nd] = i
-                nd += 1
-            rep[i] = r
-            cur = r
-    for i in range(n):
-        if rep[i] == i:
-            distinct.append(i)
-    return distinct
-
-
 def sparse_points(const int64_t[::1] sizes not None, int64_t since, int64_t interval, int64_t[::1] out not None):
     """Kafka's LogSegment rule over a run of records: an index entry goes before record i when the
     bytes appended since the last entry exceed ``interval`` (then the count restarts at 0); record
@@ -231,9 +184,7 @@ from libc.stdint cimport int32_t, uint32_t, uint64_t
 cdef extern from "Python.h":
     int _get_buffer "PyObject_GetBuffer"(object obj, Py_buffer *view, int flags) except -1
 
-cdef extern from "rmq_index.h" nogil:
-    int rmq_index_put(unsigned char *buf, uint32_t slots, uint32_t entries, int32_t key_hash,
-                      int64_t phy_offset, int64_t store_timestamp)
+from .indexfile cimport rmq_index_put
 
 cdef extern from "rmq_endian.h" nogil:
     void rmq_store_be64(unsigned char *p, uint64_t v)

@@ -32,45 +32,17 @@ cdef extern from "rmq_dispatch.h" nogil:
 cdef extern from "rmq_lookup.h" nogil:
     int rmq_props_have_key(const unsigned char *props, size_t n, const unsigned char *key, size_t klen)
 
-cdef extern from "rmq_codec.h" nogil:
-    int RMQ_ST_MSG
-    int RMQ_ST_END
-    int RMQ_ST_BLANK
-    ctypedef struct rmq_record:
-        int64_t pos
-        int64_t size
-        int64_t body_pos
-        int64_t body_len
-        int64_t topic_pos
-        int64_t topic_len
-        int64_t props_pos
-        int64_t props_len
-    int rmq_check_record(const unsigned char *buf, int64_t pos, int64_t limit, int verify_crc, int64_t *size,
-                         rmq_record *rec)
-
-cdef extern from "rmq_index.h" nogil:
-    enum:
-        RMQ_INDEX_OK
-    ctypedef struct rmq_index_header:
-        int64_t begin_timestamp
-        int64_t end_timestamp
-        int64_t begin_phy_offset
-        int64_t end_phy_offset
-        int32_t hash_slot_count
-        int32_t index_count
-    ctypedef struct rmq_index_walk:
-        int32_t next
-        int32_t index_count
-        int64_t begin_ts
-        uint64_t steps_left
-        uint64_t results_left
-    uint64_t rmq_index_file_size(uint32_t slots, uint32_t entries)
-    void rmq_index_read_header(const unsigned char *buf, rmq_index_header *h)
-    int rmq_index_check(const unsigned char *buf, size_t len, uint32_t slots, uint32_t entries)
-    void rmq_index_walk_start(const unsigned char *buf, uint32_t slots, int32_t key_hash, uint64_t max_num,
-                              uint64_t max_steps, rmq_index_walk *w)
-    size_t rmq_index_walk_run(const unsigned char *buf, uint32_t slots, uint32_t entries, int32_t key_hash,
-                              int64_t begin, int64_t end, rmq_index_walk *w, int64_t *out, size_t cap)
+from .codec cimport RMQ_ST_BLANK, RMQ_ST_END, RMQ_ST_MSG, rmq_check_record, rmq_record
+from .indexfile cimport (
+    RMQ_INDEX_OK,
+    rmq_index_check,
+    rmq_index_file_size,
+    rmq_index_header,
+    rmq_index_read_header,
+    rmq_index_walk,
+    rmq_index_walk_run,
+    rmq_index_walk_start,
+)
 
 cdef extern from *:
     """

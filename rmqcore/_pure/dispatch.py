@@ -46,7 +46,6 @@ from .hashing import index_key_hash, java_string_hash
 
 __all__ = [
     "dispatch_batch",
-    "topic_groups",
     "sparse_points",
     "Dispatcher",
     "STOP_NONE",
@@ -222,29 +221,6 @@ def _walk(
         if st != ST_MSG:
             break
     return count, p, status, nk
-
-
-def topic_groups(buf: Any, tpos: Any, tlen: Any, rep: Any) -> list[int]:
-    """Group records by topic bytes: ``rep[i]`` = the index of the first record of the batch whose
-    topic (``buf[tpos[i]:tpos[i] + tlen[i]]``) equals record i's. Returns the distinct first indexes
-    in order. Raises ValueError when the arrays disagree in length or a topic lies outside ``buf``."""
-    mv = memoryview(buf)
-    n, blen = len(tpos), len(mv)
-    if len(tlen) != n or len(rep) < n:
-        raise ValueError(f"tpos ({n}), tlen ({len(tlen)}) and rep ({len(rep)}) disagree")
-    ps, ls = [int(x) for x in tpos], [int(x) for x in tlen]
-    for i in range(n):
-        if ps[i] < 0 or ls[i] < 0 or ps[i] > blen - ls[i]:
-            raise ValueError(f"topic {i} at [{ps[i]}, {ps[i]} + {ls[i]}) lies outside a buffer of {blen} bytes")
-    first: dict[bytes, int] = {}
-    distinct = []
-    for i in range(n):
-        t = bytes(mv[ps[i] : ps[i] + ls[i]])
-        r = first.setdefault(t, i)
-        if r == i:
-            distinct.append(i)
-        rep[i] = r
-    return distinct
 
 
 def sparse_points(sizes: Any, since: int, interval: int, out: Any) -> tuple[int, int]:

@@ -269,32 +269,25 @@ def _apply_chunk(
     store_dir: Path, cfg: Any, cqs: dict[tuple[str, int], Any], index: Any, c: dict[str, Any]
 ) -> None:
     """MessageStore._apply_dispatch for one batch the tasks computed (same CQ and index writes)."""
-    from ..consumequeue import ConsumeQueue
+    from ..consumequeue import ConsumeQueue, put_grouped
 
-    n = len(c["phys"])
     phys, sizes, tags, qids, qoffs, tran = c["phys"], c["size"], c["tags"], c["qid"], c["qoff"], c["tran"]
     names = c["topic_names"]
+
+    def queue_of(g: int) -> Any:
+        q = g & 0xFFFFFFFF
+        key = (names[g >> 32], q - (1 << 32) if q >= 1 << 31 else q)
+        cq = cqs.get(key)
+        if cq is None:
+            cq = cqs[key] = ConsumeQueue(store_dir, key[0], key[1], file_size=cfg.cq_file_size)
+        return cq
+
     sel = np.flatnonzero((tran == L.TRANSACTION_NOT_TYPE) | (tran == L.TRANSACTION_COMMIT))
-    if len(sel):  # group by (topic, queue id), CommitLog order kept inside each group
+    if len(sel):  # grouped by (topic, queue id), CommitLog order kept inside each group
         gk = (c["topic_id"][sel] << 32) | (qids[sel] & 0xFFFFFFFF)
-        order = np.argsort(gk, kind="stable")
-        sk = gk[order]
-        cuts = np.flatnonzero(np.diff(sk)) + 1
-        for part in np.split(np.arange(len(sk)), cuts):
-            g = int(sk[part[0]])
-            q = g & 0xFFFFFFFF
-            key = (names[g >> 32], q - (1 << 32) if q >= 1 << 31 else q)
-            idx = sel[order][part]
-            cq = cqs.get(key)
-            if cq is None:
-                cq = cqs[key] = ConsumeQueue(store_dir, key[0], key[1], file_size=cfg.cq_file_size)
-            cq.put_many(phys[idx], sizes[idx], tags[idx], qoffs[idx])
+        put_grouped(queue_of, gk, phys[sel], sizes[sel], tags[sel], qoffs[sel])
     if index is not None:
-        key_rec = np.repeat(np.arange(n), c["key_counts"])
-        keep = tran[key_rec] != L.TRANSACTION_ROLLBACK
-        key_rec = key_rec[keep]
-        index.put_key_hashes(c["keys"][keep], phys[key_rec], c["ts"][key_rec],
-                             int(key_rec[-1]) if len(key_rec) else -1, n)
+        index.put_record_keys(c["keys"], c["key_counts"], tran, phys, c["ts"])
 
 
 def _rebuild(store_dir: Path, cfg: Any, results: list[tuple[FileCheck, Any]], rep: MaintenanceReport) -> None:
