@@ -125,11 +125,16 @@ class GroupCommitService:
                     self._next.set()
                 ev.set()
                 return
+            covered = None
             with self._lock:
                 self._durable = max(self._durable, done)
                 if self._wanted > self._durable:
                     self._wake.set()
+                else:  # requests made during this flush that it covered: no later flush will wake them
+                    covered, self._next = self._next, threading.Event()
             ev.set()
+            if covered is not None:
+                covered.set()
 
     def stop(self) -> None:
         with self._lock:

@@ -97,3 +97,39 @@ def test_group_commit_service_groups_and_times_out() -> None:
     finally:
         gate.set()
         gc.stop()
+
+
+def test_a_request_covered_by_the_running_flush_returns_without_waiting_for_another() -> None:
+    """A producer that asks while a flush runs waits for the next flush; when the running one
+    already covered its bytes and nothing else is wanted, no next flush comes: it must be woken
+    by the running one, not by its timeout."""
+    state = {"written": 100, "durable": 0}
+    gate = threading.Event()
+
+    def flush() -> int:
+        gate.wait(5)
+        state["durable"] = state["written"]
+        return state["durable"]
+
+    gc = GroupCommitService(lambda: state["durable"], flush, timeout_ms=3000)
+    try:
+        first = threading.Thread(target=gc.wait_durable, args=(50,))
+        first.start()
+        time.sleep(0.05)  # the flush for the first request is running (held at the gate)
+        took: list[float] = []
+
+        def second() -> None:
+            t0 = time.monotonic()
+            assert gc.wait_durable(100)
+            took.append(time.monotonic() - t0)
+
+        t = threading.Thread(target=second)
+        t.start()
+        time.sleep(0.05)
+        gate.set()
+        t.join()
+        first.join()
+        assert took and took[0] < 1.0  # was the full 3 s timeout
+    finally:
+        gate.set()
+        gc.stop()
