@@ -14,7 +14,7 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-KERNELS = ("crc", "hashing", "codec", "appender", "arrowcols")
+KERNELS = ("crc", "hashing", "codec", "appender", "arrowcols", "groupcommit")
 
 if TYPE_CHECKING:  # the pure twins are the type surface
     from ._pure import appender as appender
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the pure twins are the type surface
     from ._pure import crc as crc
     from ._pure import hashing as hashing
     from ._pure import arrowcols as arrowcols
+    from ._pure import groupcommit as groupcommit
 
 
 def native_available() -> bool:

@@ -173,6 +173,10 @@ class CommitLog:
         self.warm_next = warm_next
         self.warm_ahead = 0 if read_only else warm_ahead
         self._warmer: WarmAhead | None = None
+        # called with each new file before the appender writes into it (the group commit registers it)
+        self.file_listeners: list[Callable[[MappedFile], None]] = []
+        # a flusher outside this object (the group commit kernel): its durable_offset counts as flushed
+        self.external_durable: Any = None
         self._codec = _impl.kernel("codec", impl)
         self._closed = False
         self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only)
@@ -440,6 +444,8 @@ class CommitLog:
         if last is not None and not last.is_full():
             return last
         mf = self.queue.last_for_write(offset)
+        for listener in self.file_listeners:
+            listener(mf)
         if self.prepare_next:
             self.queue.prepare_next(prefault=self.warm_next)
         return mf
@@ -531,7 +537,9 @@ class CommitLog:
     def flushed_offset(self) -> int:
         """Everything below this global offset is durable."""
         last = self.queue.last()
-        return last.file_from_offset + last.flushed_position if last else 0
+        own = last.file_from_offset + last.flushed_position if last else 0
+        ext = self.external_durable
+        return own if ext is None else max(own, int(ext.durable_offset))
 
     def flush(self) -> int:
         """Make every appended byte durable; returns the flushed offset."""

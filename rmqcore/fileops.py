@@ -19,6 +19,8 @@ from typing import Any
 
 __all__ = ["FileOps", "FILEOPS", "use", "current"]
 
+_fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
+
 
 class FileOps:
     """Default: real system calls."""
@@ -45,7 +47,7 @@ class FileOps:
 
     def fdatasync(self, fd: int, mapped: Any) -> None:
         """Make the file's written data durable (also pages dirtied through its map)."""
-        os.fdatasync(fd)
+        _fdatasync(fd)
 
 
 FILEOPS: FileOps = FileOps()

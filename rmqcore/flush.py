@@ -17,8 +17,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["AsyncFlushService", "GroupCommitService"]
+__all__ = ["AsyncFlushService", "DurableAck", "GroupCommitService"]
 
 PAGE = 4096
 
@@ -63,81 +64,105 @@ class AsyncFlushService:
 class GroupCommitService:
     """GroupCommitService: ``wait_durable(offset)`` returns once everything below ``offset`` is flushed.
 
-    Requests are grouped by flush: a producer waits on the event of the next flush to start, the
-    flush thread swaps in a fresh event as it starts a flush (later requests wait for the one after)
-    and sets the old one when its fdatasync returns. So a put wakes only the flusher, and a flush
-    wakes only the producers it may have served; none of them is woken by another's request.
+    The work is done by the ``groupcommit`` kernel: one flusher thread syncs whatever was written
+    past the durable offset whenever a producer wants more, so the producers that arrive while a
+    flush runs share the next one. With the native kernel the flusher and the waiting producers run
+    without the GIL: a flush never waits for the interpreter (it used to, for up to the 5 ms switch
+    interval, while producers held it) and a producer takes the GIL only to return.
+
+    Every CommitLog file is registered with the kernel before the appender writes into it (the
+    CommitLog's ``file_listeners``). An injected file layer (``rmqcore.fileops.use``) selects the
+    pure kernel, which syncs through it, so fault-injection tests see every flush.
     """
 
-    def __init__(self, flushed: Callable[[], int], flush: Callable[[], int], timeout_ms: int = 5000) -> None:
-        self._flushed_fn = flushed
-        self._flush = flush
-        self.timeout = timeout_ms / 1000
-        self._lock = threading.Lock()
-        self._wake = threading.Event()  # the flusher has work
-        self._next = threading.Event()  # set when the next flush to start has finished
-        self._wanted = 0
-        self._durable = flushed()
-        self._stop = False
-        self.flushes = 0  # how many fdatasyncs served the requests (group commit makes this << puts)
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="rmqcore-group-commit", daemon=True)
+    def __init__(self, commitlog: Any, timeout_ms: int = 5000, impl: str | None = None) -> None:
+        from . import _impl, fileops
+
+        if type(fileops.current()) is not fileops.FileOps:
+            impl = "pure"
+        self.timeout_ms = int(timeout_ms)
+        durable = commitlog.flushed_offset
+        self._gc = _impl.kernel("groupcommit", impl).GroupCommit(commitlog._appender.live, durable)
+        for mf in list(commitlog.queue.files):
+            if mf.file_end_offset > durable:
+                self._add(mf)
+        self._commitlog = commitlog
+        commitlog.file_listeners.append(self._add)
+        commitlog.external_durable = self._gc
+        self._thread = threading.Thread(target=self._gc.run, name="rmqcore-group-commit", daemon=True)
         self._thread.start()
 
-    def wait_durable(self, offset: int) -> bool:
-        """Block until bytes below ``offset`` are durable; False on timeout."""
-        if self._durable >= offset:
-            return True
-        deadline = time.monotonic() + self.timeout
-        while True:
-            with self._lock:
-                if self.error is not None:
-                    raise self.error
-                if self._durable >= offset:
-                    return True
-                if self._stop:
-                    return False
-                if offset > self._wanted:
-                    self._wanted = offset
-                ev = self._next
-            self._wake.set()
-            left = deadline - time.monotonic()
-            if left <= 0 or not ev.wait(left):
-                return self._durable >= offset
+    def _add(self, mf: Any) -> None:
+        self._gc.add_file(mf.fd, mf.file_from_offset, mf.file_size, mf)
 
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            with self._lock:
-                self._wake.clear()
-                if self._stop:
-                    self._next.set()
-                    return
-                if self._wanted <= self._durable:
-                    continue
-                ev, self._next = self._next, threading.Event()
-            try:
-                done = self._flush()  # new requests wait on the fresh event, for the next flush
-                self.flushes += 1
-            except BaseException as e:  # surfaced to every waiter
-                with self._lock:
-                    self.error = e
-                    self._next.set()
-                ev.set()
-                return
-            covered = None
-            with self._lock:
-                self._durable = max(self._durable, done)
-                if self._wanted > self._durable:
-                    self._wake.set()
-                else:  # requests made during this flush that it covered: no later flush will wake them
-                    covered, self._next = self._next, threading.Event()
-            ev.set()
-            if covered is not None:
-                covered.set()
+    def request(self, offset: int) -> None:
+        """Ask for a flush covering ``offset`` without waiting (GroupCommitRequest of an async put)."""
+        self._gc.request(offset)
+
+    def wait_durable(self, offset: int) -> bool:
+        """Block until bytes below ``offset`` are durable; False on timeout (or once stopped).
+        A failed flush raises its OSError in every waiter."""
+        return bool(self._gc.wait_durable(offset, self.timeout_ms))
+
+    @property
+    def durable_offset(self) -> int:
+        """Every byte below this offset has been flushed by this service (or was at its start)."""
+        return int(self._gc.durable_offset)
+
+    @property
+    def flushes(self) -> int:
+        """How many flush rounds served the requests (group commit makes this << puts)."""
+        return int(self._gc.flushes)
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._gc.error  # type: ignore[no-any-return]
 
     def stop(self) -> None:
-        with self._lock:
-            self._stop = True
-        self._wake.set()
+        self._gc.stop()
         self._thread.join()
+        cl = self._commitlog
+        if self._add in cl.file_listeners:
+            cl.file_listeners.remove(self._add)
+        if cl.external_durable is self._gc:
+            cl.external_durable = None
+        err = self._gc.error
+        if err is not None:
+            raise err
+
+
+class DurableAck:
+    """The acknowledgement of an asynchronous put (RocketMQ 5's ``asyncPutMessage`` future).
+
+    The message is stored when the ack is made; ``result()`` returns its AppendResult once its bytes
+    are durable under SYNC_FLUSH (at once under ASYNC_FLUSH, whose promise is the page cache) and
+    raises FlushDiskTimeoutError when they are not durable within the store's sync flush timeout.
+    A producer that keeps many acks outstanding lets one fdatasync serve all of them."""
+
+    __slots__ = ("append", "_end", "_svc", "_timeout_ms")
+
+    def __init__(self, append: Any, svc: GroupCommitService | None, timeout_ms: int) -> None:
+        self.append = append
+        self._end = append.physical_offset + append.size
+        self._svc = svc
+        self._timeout_ms = timeout_ms
+
+    def done(self) -> bool:
+        """True once the message is durable (or the store does not flush synchronously)."""
+        svc = self._svc
+        return svc is None or svc.durable_offset >= self._end or svc.error is not None
+
+    def result(self) -> Any:
+        """Wait until durable; the AppendResult, or FlushDiskTimeoutError after the sync flush timeout."""
+        svc = self._svc
+        if svc is None or svc.durable_offset >= self._end:
+            return self.append
+        if not svc.wait_durable(self._end):
+            from .errors import FlushDiskTimeoutError
+            r = self.append
+            raise FlushDiskTimeoutError(
+                f"stored at {r.physical_offset} but not durable within {self._timeout_ms} ms (FLUSH_DISK_TIMEOUT)", r)
+        return self.append
+
+    def __repr__(self) -> str:
+        return f"DurableAck({self.append!r}, done={self.done()})"

@@ -49,7 +49,7 @@ from .errors import (
     StoreClosedError,
     StoreLockedError,
 )
-from .flush import AsyncFlushService, GroupCommitService
+from .flush import AsyncFlushService, DurableAck, GroupCommitService
 from .message import MessageExt, compute_tags_code, decode_message_id, validate_topic
 
 __all__ = [
@@ -235,8 +235,7 @@ class MessageStore:
         if not self.read_only:
             cl = self.commitlog
             if cfg.flush_disk_type == "SYNC_FLUSH":
-                self._group_commit = GroupCommitService(
-                    lambda: cl.flushed_offset, cl.flush, cfg.sync_flush_timeout_ms)
+                self._group_commit = GroupCommitService(cl, cfg.sync_flush_timeout_ms, self.impl)
                 self.put = self._put_sync  # type: ignore[method-assign]
             else:
                 self._async_flush = AsyncFlushService(
@@ -506,6 +505,21 @@ class MessageStore:
                 f"stored at {r.physical_offset} but not durable within {self.config.sync_flush_timeout_ms} ms "
                 "(FLUSH_DISK_TIMEOUT)", r)
         return r
+
+    def put_async(self, topic: str, body: bytes, queue_id: int = 0, **kwargs: Any) -> DurableAck:
+        """Append one message and return at once with a DurableAck (RocketMQ 5's asyncPutMessage).
+
+        Under SYNC_FLUSH the flush is requested now and ``ack.result()`` waits until it is durable,
+        so a producer may keep many puts in flight and one fdatasync serves all of them; under
+        ASYNC_FLUSH the ack is already done. Arguments as for ``put``."""
+        if self._disk_full or self._closed or self.read_only:
+            self._check_writable()
+            self.put("", b"")  # raises DiskFullError
+        r = self.commitlog.put(topic, body, queue_id, **kwargs)
+        gc = self._group_commit
+        if gc is not None:
+            gc.request(r.physical_offset + r.size)
+        return DurableAck(r, gc, self.config.sync_flush_timeout_ms)
 
     def put_batch(self, topic: str, bodies: Sequence[bytes], queue_id: int = 0, **kwargs: Any) -> BatchAppendResult:
         """Append a batch (see CommitLog.put_batch); with SYNC_FLUSH it returns once durable."""

@@ -2,6 +2,7 @@
 fdatasyncs, and a flush slower than ``sync_flush_timeout_ms`` gives FLUSH_DISK_TIMEOUT."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -10,8 +11,7 @@ from typing import Any
 import pytest
 
 from rmqcore import fileops
-from rmqcore.errors import FlushDiskTimeoutError
-from rmqcore.flush import GroupCommitService
+from rmqcore.errors import ConfigError, FlushDiskTimeoutError, StoreClosedError
 from rmqcore.store import MessageStore
 
 
@@ -61,75 +61,148 @@ def test_a_slow_disk_gives_flush_disk_timeout(tmp_path: Path) -> None:
         assert s.get_messages("g", "T", 0, 0).messages[0].body == b"late"
 
 
-def test_group_commit_service_groups_and_times_out() -> None:
-    state = {"written": 0, "durable": 0, "calls": 0}
-    gate = threading.Event()
+class _Gated(fileops.FileOps):
+    """Holds every sync at a gate; counts them."""
 
-    def flush() -> int:
-        state["calls"] += 1
-        gate.wait(5)
-        state["durable"] = state["written"]
-        return state["durable"]
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.calls = 0
 
-    gc = GroupCommitService(lambda: state["durable"], flush, timeout_ms=2000)
-    try:
-        results: list[bool] = []
-        state["written"] = 100
-        ts = [threading.Thread(target=lambda o=o: results.append(gc.wait_durable(o))) for o in (10, 50, 100)]
-        for t in ts:
-            t.start()
-        time.sleep(0.05)
-        gate.set()
-        for t in ts:
-            t.join()
-        assert results == [True, True, True]
-        assert state["calls"] == 1  # one fdatasync served all three
-        assert gc.wait_durable(100) is True  # already durable: no flush
-        assert state["calls"] == 1
-        gate.clear()
-        state["written"] = 200
-        short = GroupCommitService(lambda: state["durable"], flush, timeout_ms=30)
+    def fdatasync(self, fd: int, mapped: Any) -> None:
+        self.calls += 1
+        assert self.gate.wait(5)
+        super().fdatasync(fd, mapped)
+
+
+@pytest.fixture
+def segment(tmp_path: Path) -> Any:
+    """A registered-size file, its fd and a live-end array the test moves by hand."""
+    import numpy as np
+
+    fd = os.open(tmp_path / "00000000000000000000", os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, 1 << 16)
+    os.pwrite(fd, b"x" * 300, 0)
+    live = np.full(1, -1, dtype=np.int64)
+    yield fd, live
+    os.close(fd)
+
+
+def _start(gc: Any) -> threading.Thread:
+    t = threading.Thread(target=gc.run, daemon=True)
+    t.start()
+    return t
+
+
+def test_group_commit_kernel_serves_waiters_with_one_flush_and_times_out(impl: Any, segment: Any) -> None:
+    fd, live = segment
+    ops = _Gated()
+    with fileops.use(ops):
+        gc = impl.groupcommit.GroupCommit(live, 0)
+        gc.add_file(fd, 0, 1 << 16, None)
+        runner = _start(gc)
         try:
-            assert short.wait_durable(200) is False
-        finally:
-            gate.set()
-            short.stop()
-    finally:
-        gate.set()
-        gc.stop()
-
-
-def test_a_request_covered_by_the_running_flush_returns_without_waiting_for_another() -> None:
-    """A producer that asks while a flush runs waits for the next flush; when the running one
-    already covered its bytes and nothing else is wanted, no next flush comes: it must be woken
-    by the running one, not by its timeout."""
-    state = {"written": 100, "durable": 0}
-    gate = threading.Event()
-
-    def flush() -> int:
-        gate.wait(5)
-        state["durable"] = state["written"]
-        return state["durable"]
-
-    gc = GroupCommitService(lambda: state["durable"], flush, timeout_ms=3000)
-    try:
-        first = threading.Thread(target=gc.wait_durable, args=(50,))
-        first.start()
-        time.sleep(0.05)  # the flush for the first request is running (held at the gate)
-        took: list[float] = []
-
-        def second() -> None:
+            live[0] = 100
+            results: list[bool] = []
+            ts = [threading.Thread(target=lambda o=o: results.append(gc.wait_durable(o, 3000))) for o in (10, 50, 100)]
+            for t in ts:
+                t.start()
+            time.sleep(0.05)
+            ops.gate.set()
+            for t in ts:
+                t.join()
+            assert results == [True, True, True] and gc.durable_offset == 100
+            if impl.name == "pure":  # the native kernel syncs by itself, bypassing the injected layer
+                assert ops.calls == 1  # one sync served all three
+            flushes = gc.flushes
+            assert gc.wait_durable(100, 1000) is True and gc.flushes == flushes  # already durable
+            # nothing written past 200 is registered: durability is never claimed beyond the last file
+            live[0] = (1 << 16) + 50
             t0 = time.monotonic()
-            assert gc.wait_durable(100)
-            took.append(time.monotonic() - t0)
+            assert gc.wait_durable((1 << 16) + 10, 100) is False
+            assert 0.05 < time.monotonic() - t0 < 2.0
+            assert gc.durable_offset == 1 << 16
+        finally:
+            ops.gate.set()
+            gc.stop()
+            runner.join(5)
+        assert not runner.is_alive()
+        assert gc.wait_durable(1 << 20, 1000) is False  # stopped: answers at once
 
-        t = threading.Thread(target=second)
-        t.start()
-        time.sleep(0.05)
-        gate.set()
-        t.join()
-        first.join()
-        assert took and took[0] < 1.0  # was the full 3 s timeout
+
+def test_a_request_covered_by_the_running_flush_is_served_by_it(segment: Any) -> None:
+    """A producer that asks while a flush runs, for bytes that flush already covers, is woken by it
+    (not by its timeout: no later flush comes when nothing else is wanted). The pure kernel, whose
+    syncs go through the injectable file layer, lets the test hold the flush."""
+    from rmqcore._pure.groupcommit import GroupCommit
+
+    fd, live = segment
+    ops = _Gated()
+    with fileops.use(ops):
+        gc = GroupCommit(live, 0)
+        gc.add_file(fd, 0, 1 << 16, None)
+        runner = _start(gc)
+        try:
+            live[0] = 100
+            first = threading.Thread(target=gc.wait_durable, args=(50, 3000))
+            first.start()
+            time.sleep(0.05)  # the flush for the first request runs, held at the gate
+            took: list[float] = []
+
+            def second() -> None:
+                t0 = time.monotonic()
+                assert gc.wait_durable(100, 3000)
+                took.append(time.monotonic() - t0)
+
+            t = threading.Thread(target=second)
+            t.start()
+            time.sleep(0.05)
+            ops.gate.set()
+            t.join()
+            first.join()
+            assert took and took[0] < 1.0 and ops.calls == 1
+        finally:
+            ops.gate.set()
+            gc.stop()
+            runner.join(5)
+
+
+def test_a_failed_flush_is_raised_in_every_waiter(impl: Any, tmp_path: Path) -> None:
+    import numpy as np
+
+    r, w = os.pipe()  # syncing a pipe fails (EINVAL): the disk error every waiter must see
+    live = np.full(1, 100, dtype=np.int64)
+    try:
+        gc = impl.groupcommit.GroupCommit(live, 0)
+        gc.add_file(w, 0, 1 << 16, None)
+        runner = _start(gc)
+        with pytest.raises(OSError):
+            gc.wait_durable(50, 3000)
+        runner.join(5)
+        assert not runner.is_alive() and gc.error is not None and gc.durable_offset == 0
+        with pytest.raises(OSError):
+            gc.wait_durable(60, 100)
     finally:
-        gate.set()
-        gc.stop()
+        os.close(r)
+        os.close(w)
+
+
+def test_put_async_acks_once_durable(tmp_path: Path, impl: Any) -> None:
+    with MessageStore(tmp_path / "sync", impl=impl.name, flush_disk_type="SYNC_FLUSH",
+                      commitlog_file_size=64 * 1024) as s:
+        acks = [s.put_async("T", b"m%04d" % i + b"." * 300, i % 2, keys=f"k{i}") for i in range(600)]
+        last = acks[-1].result()  # across several 64 KiB files
+        assert last.physical_offset > 64 * 1024 and acks[-1].done()
+        assert all(a.done() for a in acks)
+        assert s.commitlog.flushed_offset >= last.physical_offset + last.size
+        assert [a.result().queue_offset for a in acks[:4]] == [0, 0, 1, 1]
+        assert s._group_commit is not None and 0 < s._group_commit.flushes < 600
+        assert [m.body[:5] for m in s.get_messages("g", "T", 1, 0, max_msgs=3).messages] == [b"m0001", b"m0003", b"m0005"]
+    with MessageStore(tmp_path / "async", impl=impl.name) as s:
+        ack = s.put_async("T", b"x", 0)
+        assert ack.done() and ack.result().physical_offset == 0
+    with MessageStore(tmp_path / "async", impl=impl.name, read_only=True) as ro:
+        with pytest.raises(ConfigError):
+            ro.put_async("T", b"y", 0)
+    s.close()
+    with pytest.raises(StoreClosedError):
+        s.put_async("T", b"z", 0)

@@ -1,0 +1,90 @@
+# cython: language_level=3
+"""SYNC_FLUSH group commit without the GIL: native twin of ``rmqcore._pure.groupcommit`` (see it for
+the contract). The flusher loop, the waits and the wake-ups are C (``csrc/rmq_groupcommit.c``):
+``run()`` and ``wait_durable()`` release the GIL for their whole duration, so a flush never waits
+for the interpreter and a producer takes the GIL only to return."""
+import os
+
+from libc.stdint cimport int64_t
+
+__all__ = ["GroupCommit"]
+
+cdef extern from "rmq_groupcommit.h" nogil:
+    ctypedef struct rmq_gc:
+        pass
+    rmq_gc *rmq_gc_new(const int64_t *live, int64_t durable)
+    void rmq_gc_free(rmq_gc *g)
+    int rmq_gc_add_file(rmq_gc *g, int fd, int64_t file_from, int64_t file_size)
+    void rmq_gc_request(rmq_gc *g, int64_t offset)
+    int rmq_gc_wait(rmq_gc *g, int64_t offset, int64_t timeout_ms)
+    int rmq_gc_run(rmq_gc *g)
+    void rmq_gc_stop(rmq_gc *g)
+    int64_t rmq_gc_durable(const rmq_gc *g)
+    int64_t rmq_gc_flushes(const rmq_gc *g)
+    int rmq_gc_error(const rmq_gc *g)
+
+
+cdef class GroupCommit:
+    cdef rmq_gc *_g
+    cdef object _live  # keeps the appender's published-end array alive while the C side reads it
+    cdef bint _running
+    cdef bint _ran
+
+    def __cinit__(self, live, int64_t durable):
+        if live.dtype.str != "<i8" or live.shape != (1,) or not live.flags.c_contiguous:
+            raise ValueError("live must be a contiguous int64[1] array")
+        self._live = live
+        self._g = rmq_gc_new(<const int64_t *><size_t>live.ctypes.data, durable)
+        if self._g == NULL:
+            raise MemoryError("cannot create the group commit service")
+
+    def __dealloc__(self):
+        if self._g != NULL and not self._running:
+            rmq_gc_free(self._g)
+            self._g = NULL
+
+    def add_file(self, int fd, int64_t file_from, int64_t file_size, mapped=None):
+        cdef int rc = rmq_gc_add_file(self._g, fd, file_from, file_size)
+        if rc < 0:
+            raise OSError(-rc, os.strerror(-rc))
+
+    def request(self, int64_t offset):
+        rmq_gc_request(self._g, offset)
+
+    def wait_durable(self, int64_t offset, int64_t timeout_ms):
+        cdef int rc
+        if rmq_gc_durable(self._g) >= offset:
+            return True
+        with nogil:
+            rc = rmq_gc_wait(self._g, offset, timeout_ms)
+        if rc < 0:
+            raise OSError(-rc, f"fdatasync failed: {os.strerror(-rc)}")
+        return rc == 1
+
+    @property
+    def durable_offset(self):
+        return rmq_gc_durable(self._g)
+
+    @property
+    def flushes(self):
+        return rmq_gc_flushes(self._g)
+
+    @property
+    def error(self):
+        cdef int e = rmq_gc_error(self._g)
+        return None if e == 0 else OSError(e, f"fdatasync failed: {os.strerror(e)}")
+
+    def run(self):
+        cdef int rc
+        if self._ran:
+            raise RuntimeError("run() may be called once")
+        self._ran = self._running = True
+        try:
+            with nogil:
+                rc = rmq_gc_run(self._g)
+        finally:
+            self._running = False
+        return rc == 0
+
+    def stop(self):
+        rmq_gc_stop(self._g)

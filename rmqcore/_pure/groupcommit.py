@@ -1,0 +1,146 @@
+"""SYNC_FLUSH group commit (CommitLog.GroupCommitService): pure-Python twin of
+``rmqcore._native.groupcommit``.
+
+``GroupCommit(live, durable)`` serves ``wait_durable(offset, timeout_ms)``: it returns True once every
+byte below ``offset`` is durable, False on timeout or after ``stop()``, and raises OSError when a
+flush failed. ``run()`` is the flusher loop, called once from a thread of the caller's: whenever
+something is wanted past the durable offset it reads the appender's published end ``live[0]``,
+syncs every registered file holding bytes in [durable, end) and publishes ``end`` as durable. So
+requests made while a flush runs share the next one, and a request the running flush covered is
+served by it. ``request(offset)`` asks without waiting (asynchronous puts).
+
+Files are registered with ``add_file(fd, file_from, file_size, mapped)`` before anything is written
+into them, in offset order; the service syncs its own duplicate of ``fd`` (closed once the file is
+wholly durable) and never claims durability past the last registered file. This twin syncs through
+``rmqcore.fileops`` (``mapped`` is passed on), so injected file layers see every flush; the native
+twin calls fdatasync itself, with the GIL released.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from .. import fileops
+
+__all__ = ["GroupCommit"]
+
+_BATCH = 16
+
+
+class GroupCommit:
+    def __init__(self, live: Any, durable: int) -> None:
+        if getattr(live, "shape", None) != (1,):
+            raise ValueError("live must be a contiguous int64[1] array")
+        self._live = live
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._done = threading.Condition(self._lock)
+        self._wanted = self._durable = int(durable)
+        self._flushes = 0
+        self._error: Exception | None = None  # a failed flush, raised in every waiter
+        self._stop = False
+        self._ran = False
+        self._files: list[tuple[int, int, int, Any]] = []  # (fd, from, size, mapped)
+
+    def add_file(self, fd: int, file_from: int, file_size: int, mapped: Any = None) -> None:
+        with self._lock:
+            if self._files and self._files[-1][1] >= file_from:
+                return
+            self._files.append((os.dup(fd), file_from, file_size, mapped))
+            self._work.notify()
+
+    def request(self, offset: int) -> None:
+        if self._durable >= offset or self._wanted >= offset:
+            return
+        with self._lock:
+            if offset > self._wanted:
+                self._wanted = offset
+            self._work.notify()
+
+    def wait_durable(self, offset: int, timeout_ms: int) -> bool:
+        if self._durable >= offset:
+            return True
+        with self._lock:
+            if offset > self._wanted:
+                self._wanted = offset
+            self._work.notify()
+            self._done.wait_for(lambda: self._durable >= offset or self._error is not None or self._stop,
+                                max(timeout_ms, 0) / 1000)
+            if self._durable >= offset:
+                return True
+            if self._error is not None:
+                raise self._error
+            return False
+
+    @property
+    def durable_offset(self) -> int:
+        return self._durable
+
+    @property
+    def flushes(self) -> int:
+        return self._flushes
+
+    @property
+    def error(self) -> Exception | None:
+        return self._error
+
+    def run(self) -> bool:
+        if self._ran:
+            raise RuntimeError("run() may be called once")
+        self._ran = True
+        sync = fileops.current().fdatasync
+        with self._lock:
+            try:
+                while not self._stop and self._error is None:
+                    if self._wanted <= self._durable:
+                        self._work.wait()
+                        continue
+                    end = int(self._live[0])
+                    todo: list[tuple[int, Any]] = []
+                    for fd, start, size, mapped in self._files:
+                        if start + size <= self._durable:
+                            continue
+                        if start >= end or len(todo) == _BATCH:
+                            break
+                        todo.append((fd, mapped))
+                        if len(todo) == _BATCH:
+                            end = min(end, start + size)
+                    if self._files:
+                        end = min(end, self._files[-1][1] + self._files[-1][2])
+                    else:
+                        end = self._durable
+                    if end <= self._durable or not todo:
+                        self._work.wait(0.001)  # nothing written past durable yet
+                        continue
+                    self._lock.release()
+                    try:
+                        for fd, mapped in todo:
+                            sync(fd, mapped)
+                    except Exception as e:  # an injected file layer may fail in its own way
+                        self._error = e
+                    finally:
+                        self._lock.acquire()
+                    if self._error is not None:
+                        break
+                    self._flushes += 1
+                    self._durable = max(self._durable, end)
+                    while len(self._files) > 1 and self._files[0][1] + self._files[0][2] <= self._durable:
+                        os.close(self._files.pop(0)[0])
+                    self._done.notify_all()
+            finally:
+                self._done.notify_all()
+        return self._error is None
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop = True
+            self._work.notify_all()
+            self._done.notify_all()
+
+    def __del__(self) -> None:
+        for f in getattr(self, "_files", ()):
+            try:
+                os.close(f[0])
+            except OSError:
+                pass
