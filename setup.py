@@ -41,6 +41,7 @@ def _extensions():
                 [rel, *csrc],
                 include_dirs=["csrc"],
                 extra_compile_args=cflags,
+                extra_link_args=[] if sys.platform == "win32" else ["-pthread"],  # the group commit's mutex/condvars
                 define_macros=[("CYTHON_TRACE_NOGIL", "1")] if debug else [],
             )
         )
