@@ -522,9 +522,10 @@ class CommitLog:
         out = np.empty((L.NCOLUMNS, max(1, max_records)), dtype=np.int64)
         count, end, status = self._codec.decode_batch(mf.mm, pos, mf.wrote_position, out, verify_crc)
         data = bytes(mf.mm[pos:end]) if count else b""
-        cols = out[:, :count].copy()
-        cols[[L.C_POSITION, L.C_BORN_HOST_POS, L.C_STORE_HOST_POS, L.C_BODY_POS, L.C_TOPIC_POS,
-              L.C_PROPERTIES_POS]] -= pos
+        cols = out if count == out.shape[1] else out[:, :count].copy()  # a full batch is not copied again
+        if pos:
+            for row in _POSITION_ROWS:  # in place, row by row (fancy indexing made a temporary)
+                cols[row] -= pos
         next_offset = mf.file_from_offset + end
         if status == L.ST_BLANK:
             next_offset = mf.file_end_offset
@@ -564,6 +565,10 @@ class CommitLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_POSITION_ROWS = (L.C_POSITION, L.C_BORN_HOST_POS, L.C_STORE_HOST_POS, L.C_BODY_POS, L.C_TOPIC_POS,
+                  L.C_PROPERTIES_POS)
 
 
 def raise_status(codec: Any, status: int, path: str, position: int) -> None:
