@@ -81,6 +81,7 @@ class GroupCommitService:
         if type(fileops.current()) is not fileops.FileOps:
             impl = "pure"
         self.timeout_ms = int(timeout_ms)
+        self._final = 0  # durable through another flush after stop() (mark_durable)
         durable = commitlog.flushed_offset
         self._gc = _impl.kernel("groupcommit", impl).GroupCommit(commitlog._appender.live, durable)
         for mf in list(commitlog.queue.files):
@@ -92,6 +93,10 @@ class GroupCommitService:
         self._thread = threading.Thread(target=self._gc.run, name="rmqcore-group-commit", daemon=True)
         self._thread.start()
 
+    def mark_durable(self, offset: int) -> None:
+        """Someone else (the store's close) made everything below ``offset`` durable."""
+        self._final = max(self._final, offset)
+
     def _add(self, mf: Any) -> None:
         self._gc.add_file(mf.fd, mf.file_from_offset, mf.file_size, mf)
 
@@ -102,12 +107,14 @@ class GroupCommitService:
     def wait_durable(self, offset: int) -> bool:
         """Block until bytes below ``offset`` are durable; False on timeout (or once stopped).
         A failed flush raises its OSError in every waiter."""
+        if offset <= self._final:
+            return True
         return bool(self._gc.wait_durable(offset, self.timeout_ms))
 
     @property
     def durable_offset(self) -> int:
         """Every byte below this offset has been flushed by this service (or was at its start)."""
-        return int(self._gc.durable_offset)
+        return max(int(self._gc.durable_offset), self._final)
 
     @property
     def flushes(self) -> int:

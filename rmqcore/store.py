@@ -1225,6 +1225,8 @@ class MessageStore:
             if not self.read_only:
                 self.dispatch()
                 self.flush()
+                if self._group_commit is not None:  # acks still held by producers see the close's flush
+                    self._group_commit.mark_durable(self.commitlog.flushed_offset)
                 self.checkpoint.flush()
                 # a clean shutdown only when every CommitLog byte was dispatched (RocketMQ's rule)
                 if self.dispatch_lag == 0:

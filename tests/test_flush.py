@@ -197,6 +197,8 @@ def test_put_async_acks_once_durable(tmp_path: Path, impl: Any) -> None:
         assert [a.result().queue_offset for a in acks[:4]] == [0, 0, 1, 1]
         assert s._group_commit is not None and 0 < s._group_commit.flushes < 600
         assert [m.body[:5] for m in s.get_messages("g", "T", 1, 0, max_msgs=3).messages] == [b"m0001", b"m0003", b"m0005"]
+        late = s.put_async("T", b"just before close", 0)
+    assert late.result().physical_offset > 0 and late.done()  # the close's flush made it durable
     with MessageStore(tmp_path / "async", impl=impl.name) as s:
         ack = s.put_async("T", b"x", 0)
         assert ack.done() and ack.result().physical_offset == 0
