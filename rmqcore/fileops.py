@@ -46,7 +46,18 @@ class FileOps:
         return fd
 
     def fdatasync(self, fd: int, mapped: Any) -> None:
-        """Make the file's written data durable (also pages dirtied through its map)."""
+        """Make the file's written data durable (also pages dirtied through its map).
+
+        For a MappedFile only its unflushed written range is synced (``appender.sync_range``:
+        msync of the range, GIL released). A whole-file fdatasync also wrote back the pages
+        pre-faulted past the write position, so the writer faulted on them again, and took
+        100+ ms here while a producer kept writing."""
+        mm = getattr(mapped, "mm", None)
+        if mm is not None and not getattr(mapped, "read_only", True):
+            from . import _impl
+
+            _impl.appender.sync_range(mm, mapped.flushed_position, mapped.wrote_position)
+            return
         _fdatasync(fd)
 
 

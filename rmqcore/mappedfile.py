@@ -270,6 +270,15 @@ class MappedFileQueue:
         self._prepare_thread = t
         t.start()
 
+    def wait_prepared(self, prefault: bool = False) -> None:
+        """Wait for the background creation of the next file (if one is running) to finish; with
+        ``prefault`` also fault the prepared file in (it may have been prepared without)."""
+        t = self._prepare_thread
+        if t is not None:
+            t.join()
+        if prefault and self._prepared is not None:
+            self._prepared.prefault()
+
     def discard_prepared(self) -> None:
         """Delete a pre-allocated next file (a clean shutdown leaves none behind, like RocketMQ)."""
         t = self._prepare_thread

@@ -506,6 +506,12 @@ class MessageStore:
                 "(FLUSH_DISK_TIMEOUT)", r)
         return r
 
+    def warm_up(self) -> None:
+        """Fault in the CommitLog's current and next file before writing (``CommitLog.warm_up``,
+        RocketMQ's warmMappedFile), so the first appends do not pay first-touch page faults."""
+        self._check_writable()
+        self.commitlog.warm_up()
+
     def put_async(self, topic: str, body: bytes, queue_id: int = 0, **kwargs: Any) -> DurableAck:
         """Append one message and return at once with a DurableAck (RocketMQ 5's asyncPutMessage).
 

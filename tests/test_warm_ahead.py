@@ -54,3 +54,23 @@ def test_pages_ahead_of_the_writer_are_faulted_in(tmp_path: Path, ahead: int) ->
         assert cl.read(r.physical_offset).body == b"x" * 100  # contents untouched
     finally:
         cl.close()
+
+
+def test_warm_up_faults_in_the_current_and_the_next_file(tmp_path: Path, impl) -> None:
+    from rmqcore.errors import ConfigError
+    from rmqcore.store import MessageStore
+
+    size = 4 << 20
+    with MessageStore(tmp_path, impl=impl.name, commitlog_file_size=size, dispatch="inline") as s:
+        assert s.commitlog.queue.files == []  # nothing written: no file yet
+        s.warm_up()
+        files = s.commitlog.queue.files
+        assert len(files) == 1 and resident(files[0].mm, 0, size) == size // PAGE
+        nxt = s.commitlog.queue._prepared
+        assert nxt is not None and nxt.file_from_offset == size and resident(nxt.mm, 0, size) == size // PAGE
+        assert s.commitlog.max_offset == 0  # nothing was written
+        r = s.put("T", b"after warm-up", 0)
+        assert r.physical_offset == 0 and s.get_messages("g", "T", 0, 0).messages[0].body == b"after warm-up"
+    with MessageStore(tmp_path, read_only=True) as ro:
+        with pytest.raises(ConfigError):
+            ro.warm_up()

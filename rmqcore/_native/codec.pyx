@@ -78,6 +78,11 @@ cdef extern from "Python.h":
     int _try_get_buffer "PyObject_GetBuffer"(object obj, Py_buffer *view, int flags) noexcept
     int _get_buffer "PyObject_GetBuffer"(object obj, Py_buffer *view, int flags) except -1
     long long PyLong_AsLongLongAndOverflow(object obj, int *overflow) except? -1
+    bint PyUnicode_CheckExact(object o)
+    bint PyUnicode_IS_COMPACT_ASCII(object o)
+    void *PyUnicode_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    object PyUnicode_AsEncodedString(object s, const char *encoding, const char *errors)
 
 
 # the C kernels must agree with layout.py (checked once at import; a mismatch is a build bug)
@@ -558,7 +563,8 @@ def encode_batch(
 ):
     """Write a batch (MessageExtBatch) as consecutive records at ``buf[pos:]``, all or nothing.
 
-    Message i gets body ``bodies[i]``, properties ``properties[i]`` (bytes), user flag ``flags[i]``
+    Message i gets body ``bodies[i]``, properties ``properties[i]`` (bytes, or a str stored as UTF-8
+    with surrogates passed through), user flag ``flags[i]``
     (or 0 when ``flags`` is None), queue offset ``queue_offset + i`` and physical offset
     ``physical_offset + bytes before it``; reconsume times and prepared offset are 0 (as the broker
     writes batches). ``sizes_out`` (int64 array of at least ``len(bodies)`` or None) receives each
@@ -627,11 +633,22 @@ def encode_batch(
                                  else PyTuple_GET_ITEM(properties, i))
             else:
                 props = properties[i]
-            if not (PyBytes_Check(body) or PyByteArray_Check(body) or isinstance(body, memoryview)) or not (
-                    PyBytes_Check(props) or PyByteArray_Check(props) or isinstance(props, memoryview)):
-                raise TypeError("batch bodies and properties must be bytes-like")
+            if PyUnicode_CheckExact(props):  # a properties string, stored as UTF-8
+                if PyUnicode_IS_COMPACT_ASCII(props):  # its bytes are the UTF-8: no copy
+                    Py_INCREF(props)
+                    bt.refs[2 * i + 1] = <PyObject *>props
+                    bt.props[i] = <const unsigned char *>PyUnicode_DATA(props)
+                    bt.props_lens[i] = PyUnicode_GET_LENGTH(props)
+                else:
+                    props = PyUnicode_AsEncodedString(props, "utf-8", "surrogatepass")
+                    _batch_item(&bt, 2 * i + 1, props, &bt.props[i], &bt.props_lens[i])
+            elif PyBytes_Check(props) or PyByteArray_Check(props) or isinstance(props, memoryview):
+                _batch_item(&bt, 2 * i + 1, props, &bt.props[i], &bt.props_lens[i])
+            else:
+                raise TypeError("batch bodies must be bytes-like and properties bytes-like or str")
+            if not (PyBytes_Check(body) or PyByteArray_Check(body) or isinstance(body, memoryview)):
+                raise TypeError("batch bodies must be bytes-like and properties bytes-like or str")
             _batch_item(&bt, 2 * i, body, &bt.bodies[i], &bt.body_lens[i])
-            _batch_item(&bt, 2 * i + 1, props, &bt.props[i], &bt.props_lens[i])
             if bt.props_lens[i] > RMQ_MAX_PROPERTIES_LEN:
                 raise PropertiesTooLargeError(
                     f"properties of {bt.props_lens[i]} bytes exceed {RMQ_MAX_PROPERTIES_LEN}")

@@ -53,6 +53,19 @@ def prefault(mm: Any, start: int, end: int) -> bool:
         return False
 
 
+def sync_range(mm: Any, start: int, end: int) -> None:
+    """Make bytes ``[start, end)`` of the mapped file durable (msync of that range). Raises
+    OSError. (The native twin releases the GIL.)"""
+    import mmap as _mmap
+
+    if start >= end:
+        return
+    if start < 0 or end > len(mm):
+        raise ValueError("sync range outside the buffer")
+    s = start - start % _mmap.PAGESIZE
+    mm.flush(s, end - s)
+
+
 class AppendResult:
     """What one append returns (AppendMessageResult): physical offset, size, queue offset, store time."""
 

@@ -195,7 +195,8 @@ def encode_batch(
 ) -> tuple[int, int]:
     """Write a batch (MessageExtBatch) as consecutive records at ``buf[pos:]``, all or nothing.
 
-    Message i gets body ``bodies[i]``, properties ``properties[i]`` (bytes), user flag ``flags[i]``
+    Message i gets body ``bodies[i]``, properties ``properties[i]`` (bytes, or a str stored as UTF-8
+    with surrogates passed through), user flag ``flags[i]``
     (or 0 when ``flags`` is None), queue offset ``queue_offset + i`` and physical offset
     ``physical_offset + bytes before it``; reconsume times and prepared offset are 0 (as the broker
     writes batches). ``sizes_out`` (int64 array of at least ``len(bodies)`` or None) receives each
@@ -211,13 +212,17 @@ def encode_batch(
         raise ValueError("encode range outside the buffer")
     sys_flag = _host_flags(sys_flag, bytes(born_addr), bytes(store_addr))
     sizes = []
+    plist: list[Any] = []  # bytes-like
     for i in range(n):
         body = bodies[i]
         props = properties[i]
+        if isinstance(props, str):  # a properties string: stored as UTF-8 (surrogates passed through)
+            props = props.encode("utf-8", "surrogatepass")
         if not isinstance(body, (bytes, bytearray, memoryview)) or not isinstance(
             props, (bytes, bytearray, memoryview)
         ):
-            raise TypeError("batch bodies and properties must be bytes-like")
+            raise TypeError("batch bodies must be bytes-like and properties bytes-like or str")
+        plist.append(props)
         if len(props) > MAX_PROPERTIES_LEN:
             raise PropertiesTooLargeError(f"properties of {len(props)} bytes exceed {MAX_PROPERTIES_LEN}")
         sizes.append(record_size(len(body), len(topic), len(props), sys_flag, v2))
@@ -230,7 +235,7 @@ def encode_batch(
         w = encode_record(
             scratch, p, len(scratch) - p, topic, queue_id, 0 if flags is None else flags[i],
             queue_offset + i, physical_offset + p, sys_flag, born_timestamp, born_addr, born_port,
-            store_timestamp, store_addr, store_port, 0, 0, bodies[i], properties[i], v2,
+            store_timestamp, store_addr, store_port, 0, 0, bodies[i], plist[i], v2,
         )
         assert w == sizes[i]
         p += w
