@@ -218,6 +218,8 @@ class MessageStore:
         self._max_batch = cfg.max_msgs_num_batch
         self._lookup: Any = None
         self._lookup_files: Any = None
+        # outlives the lookups rebuilt as files come and go (it remembers what it took in per file)
+        self._key_cache: Any = self._keylookup.KeyCache() if cfg.key_cache and cfg.message_index_enable else None
         self._lookup_ncl = 0
         self._last_dispatched_ts = 0
         self._topic_names: list[str] = []
@@ -939,9 +941,15 @@ class MessageStore:
             [f._mm for f in ifiles], index.slot_count, index.max_entries, steps,
             [mf.mm for mf in files], [mf.file_from_offset for mf in files],
             None if self.read_only else cl._appender.live,
-            self._reput_pub if self._read_your_writes else None, cl.max_offset, self._max_batch)
+            self._reput_pub if self._read_your_writes else None, cl.max_offset, self._max_batch,
+            self._key_cache, [self._index_file_id(f) for f in ifiles] if self._key_cache is not None else None)
         self._lookup, self._lookup_files, self._lookup_ncl = lk, ifiles, len(files)
         return lk
+
+    @staticmethod
+    def _index_file_id(f: Any) -> tuple[str, int]:
+        """What the key cache knows an index file by: its name and inode (a name can come back)."""
+        return f.name, os.stat(f.path).st_ino
 
     def _drop_lookup(self) -> None:
         """Release the lookup's buffers (before any file is unmapped)."""

@@ -191,3 +191,53 @@ def test_lookup_fast_path_sees_every_earlier_put(tmp_path: Path, impl: Any, mode
     with MessageStore(tmp_path, impl=impl.name, read_only=True) as ro:
         assert ro.lookup("T", "k59").startswith(b"v059")
         assert ro.lookup("T", "nope") is None
+
+
+def test_key_cache_drops_hash_collisions_and_keeps_the_newest(tmp_path: Path, impl: Any) -> None:
+    """"Aa" and "BB" have the same Java hash, so "T#Aa" and "T#BB" share an index hash and the
+    cache holds one offset for both: the newer one. A lookup of the other key must not get it."""
+    from rmqcore._pure.hashing import index_key_hash
+
+    assert index_key_hash("T#Aa") == index_key_hash("T#BB")
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        s.put("T", b"aa-1", 0, keys="Aa")
+        s.put("T", b"bb-1", 0, keys="BB")
+        assert s.lookup("T", "Aa") == b"aa-1" and s.lookup("T", "BB") == b"bb-1"
+        cache = s._key_cache
+        assert cache is not None and cache.size == 1
+        assert cache.newest(index_key_hash("T#Aa")) == s.query_offsets("T", "BB")[-1]
+        s.put("T", b"aa-2", 0, keys="Aa")
+        assert s.lookup("T", "Aa") == b"aa-2" and s.lookup("T", "BB") == b"bb-1"
+        assert s.lookup("U", "Aa") is None  # another topic: another hash, nothing stored
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 11), st.booleans()), min_size=1, max_size=120))
+def test_key_cache_answers_as_the_index_walk_does(tmp_path_factory: Any, ops: list[tuple[int, bool]]) -> None:
+    """Puts of a few keys (forcing index and CommitLog rolls), lookups in between: with the cache
+    (both twins) and without it, every answer is the newest put of that key."""
+    from rmqcore._pure.hashing import index_key_hash
+
+    stores = {}
+    for impl_name in IMPLS:
+        for cached in (True, False):
+            d = tmp_path_factory.mktemp(f"kc-{impl_name}-{cached}")
+            stores[impl_name, cached] = MessageStore(d, impl=impl_name, key_cache=cached, **GEOM)
+    newest: dict[int, bytes] = {}
+    try:
+        for n, (k, look) in enumerate(ops):
+            body = b"k%d-%d" % (k, n)
+            for s in stores.values():
+                s.put("T", body, k % 2, keys=["k%d" % k, "x"])
+            newest[k] = body
+            if look:
+                for s in stores.values():
+                    for j in range(12):
+                        assert s.lookup("T", "k%d" % j) == newest.get(j)
+        caches = [s._key_cache for (_, cached), s in stores.items() if cached]
+        for j in list(newest) + [99]:
+            h = index_key_hash("T#k%d" % j)
+            assert len({c.newest(h) for c in caches}) == 1  # the twins hold the same offsets
+    finally:
+        for s in stores.values():
+            s.close()

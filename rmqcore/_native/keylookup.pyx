@@ -11,11 +11,11 @@ about a microsecond, and holding it keeps ``release()`` from running under a wal
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memset
 
-__all__ = ["KeyLookup", "props_have_key"]
+__all__ = ["KeyCache", "KeyLookup", "props_have_key"]
 
 cdef extern from "Python.h":
     int _get_buffer "PyObject_GetBuffer"(object obj, Py_buffer *view, int flags) except -1
@@ -31,6 +31,18 @@ cdef extern from "rmq_dispatch.h" nogil:
 
 cdef extern from "rmq_lookup.h" nogil:
     int rmq_props_have_key(const unsigned char *props, size_t n, const unsigned char *key, size_t klen)
+
+cdef extern from "rmq_keycache.h" nogil:
+    ctypedef struct rmq_keycache:
+        uint64_t cap
+        uint64_t used
+    int rmq_kc_init(rmq_keycache *c, uint64_t cap)
+    void rmq_kc_free(rmq_keycache *c)
+    int64_t rmq_kc_get(const rmq_keycache *c, int32_t hash)
+    int rmq_kc_ingest(rmq_keycache *c, const unsigned char *index, uint32_t slots, uint32_t start, uint32_t stop)
+
+cdef extern from "rmq_endian.h" nogil:
+    int32_t rmq_load_be32s(const void *p)
 
 from .codec cimport RMQ_ST_BLANK, RMQ_ST_END, RMQ_ST_MSG, rmq_check_record, rmq_record
 from .indexfile cimport (
@@ -63,7 +75,55 @@ def props_have_key(const unsigned char[::1] props, const unsigned char[::1] key)
     return rmq_props_have_key(p, <size_t>props.shape[0], k, <size_t>key.shape[0])
 
 
+cdef class KeyCache:
+    """The newest indexed offset of each key hash (see the pure twin and csrc/rmq_keycache.h).
+    Outlives the KeyLookups the store rebuilds; remembers how many entries of each index file
+    (by name) it has taken in."""
+    cdef rmq_keycache c
+    cdef dict _pos
+    cdef int64_t *_counts
+    cdef Py_ssize_t _n, _cap
+
+    def __cinit__(self):
+        self._counts = NULL
+        self._n = self._cap = 0
+        self._pos = {}
+        if rmq_kc_init(&self.c, 1024) != 0:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        rmq_kc_free(&self.c)
+        PyMem_Free(self._counts)
+
+    cdef Py_ssize_t position(self, name) except -1:
+        cdef int64_t *grown
+        p = self._pos.get(name)
+        if p is not None:
+            return <Py_ssize_t>p
+        if self._n == self._cap:
+            self._cap = max(16, 2 * self._cap)
+            grown = <int64_t *>PyMem_Realloc(self._counts, self._cap * sizeof(int64_t))
+            if grown == NULL:
+                raise MemoryError()
+            self._counts = grown
+        self._counts[self._n] = 0
+        self._pos[name] = self._n
+        self._n += 1
+        return self._n - 1
+
+    @property
+    def size(self):
+        """How many distinct key hashes it holds."""
+        return self.c.used
+
+    def newest(self, int32_t key_hash):
+        """The largest offset indexed under ``key_hash``, or -1."""
+        return rmq_kc_get(&self.c, key_hash)
+
+
 cdef class KeyLookup:
+    cdef KeyCache _kc
+    cdef Py_ssize_t *_kcpos
     cdef Py_buffer *_idx
     cdef Py_ssize_t _nidx
     cdef Py_buffer *_cl
@@ -79,7 +139,9 @@ cdef class KeyLookup:
     cdef int64_t _max_num
 
     def __cinit__(self, index_buffers, slot_count, max_entries, max_steps, commitlog_buffers, commitlog_froms,
-                  live=None, dispatched=None, static_end=0, max_num=64):
+                  live=None, dispatched=None, static_end=0, max_num=64, cache=None, index_ids=None):
+        self._kc = None
+        self._kcpos = NULL
         self._idx = NULL
         self._cl = NULL
         self._from = NULL
@@ -88,7 +150,7 @@ cdef class KeyLookup:
         self._disp_p = NULL
 
     def __init__(self, index_buffers, slot_count, max_entries, max_steps, commitlog_buffers, commitlog_froms,
-                  live=None, dispatched=None, static_end=0, max_num=64):
+                  live=None, dispatched=None, static_end=0, max_num=64, cache=None, index_ids=None):
         cdef Py_ssize_t i
         for a in (live, dispatched):
             if a is not None and (a.dtype.kind != "i" or a.dtype.itemsize != 8 or a.shape != (1,)):
@@ -120,6 +182,15 @@ cdef class KeyLookup:
             _get_buffer(cls[i], &self._cl[self._ncl], PyBUF_SIMPLE)
             self._from[i] = froms[i]
             self._ncl += 1
+        if cache is not None:
+            if not isinstance(cache, KeyCache) or index_ids is None or len(index_ids) != len(idx):
+                raise ValueError("a cache needs a KeyCache and one id per index buffer")
+            self._kcpos = <Py_ssize_t *>PyMem_Malloc(max(1, len(idx)) * sizeof(Py_ssize_t))
+            if self._kcpos == NULL:
+                raise MemoryError()
+            for i in range(len(idx)):
+                self._kcpos[i] = (<KeyCache>cache).position(index_ids[i])
+            self._kc = cache
 
     def release(self):
         cdef Py_ssize_t i
@@ -137,6 +208,9 @@ cdef class KeyLookup:
         PyMem_Free(self._idx)
         PyMem_Free(self._cl)
         PyMem_Free(self._from)
+        PyMem_Free(self._kcpos)
+        self._kcpos = NULL
+        self._kc = None
         self._idx = NULL
         self._cl = NULL
         self._from = NULL
@@ -150,7 +224,7 @@ cdef class KeyLookup:
 
     cdef tuple _find(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, int64_t cl_min,
                      int64_t cl_end, bint verify_crc, bint newest_body):
-        cdef Py_ssize_t tlen, klen, i, j, lo, hi
+        cdef Py_ssize_t tlen, klen, i
         cdef const unsigned char *t
         cdef const unsigned char *k
         cdef int bad = 0
@@ -158,14 +232,14 @@ cdef class KeyLookup:
         cdef int32_t key_hash
         cdef int64_t stack[STACK_HITS]
         cdef int64_t *raw = stack
-        cdef int64_t nraw = 0, off, pos, limit, size, best = -1
+        cdef int64_t nraw = 0, off, best = -1
         cdef rmq_index_header hd
         cdef rmq_index_walk w
         cdef rmq_record rec
         cdef rmq_record best_rec
         cdef const unsigned char *buf
         cdef const unsigned char *best_buf = NULL
-        cdef int st, m
+        cdef int m
         if self._idx == NULL:
             raise ValueError("the lookup was released")
         try:
@@ -202,35 +276,7 @@ cdef class KeyLookup:
             hits = None if newest_body else []
             for i in range(nraw):
                 off = raw[i]
-                if off < cl_min or off >= cl_end or self._ncl == 0:
-                    continue
-                lo, hi = 0, self._ncl  # the last file starting at or before off
-                while hi - lo > 1:
-                    j = (lo + hi) >> 1
-                    if self._from[j] <= off:
-                        lo = j
-                    else:
-                        hi = j
-                if self._from[lo] > off:
-                    continue
-                buf = <const unsigned char *>self._cl[lo].buf
-                pos = off - self._from[lo]
-                limit = min(<int64_t>self._cl[lo].len, cl_end - self._from[lo])
-                if pos >= 0 and pos + 256 <= limit:  # the record's lines at once, not one miss after another
-                    rmq_prefetch_r(buf + pos)
-                    rmq_prefetch_r(buf + pos + 64)
-                    rmq_prefetch_r(buf + pos + 128)
-                    rmq_prefetch_r(buf + pos + 192)
-                st = rmq_check_record(buf, pos, limit, verify_crc, &size, &rec)
-                if st == RMQ_ST_BLANK or st == RMQ_ST_END:
-                    continue
-                if st != RMQ_ST_MSG:
-                    return False, None
-                if rec.topic_len != tlen or (tlen and memcmp(buf + rec.topic_pos, t, <size_t>tlen) != 0):
-                    if not rmq_utf8_valid(buf + rec.topic_pos, <size_t>rec.topic_len):
-                        return False, None
-                    continue
-                m = rmq_props_have_key(buf + rec.props_pos, <size_t>rec.props_len, k, <size_t>klen)
+                m = self._check_hit(off, t, tlen, k, klen, cl_min, cl_end, verify_crc, &rec, &buf)
                 if m < 0:
                     return False, None
                 if m:
@@ -249,6 +295,66 @@ cdef class KeyLookup:
             if raw != stack:
                 PyMem_Free(raw)
 
+    cdef int _check_hit(self, int64_t off, const unsigned char *t, Py_ssize_t tlen, const unsigned char *k,
+                        Py_ssize_t klen, int64_t cl_min, int64_t cl_end, bint verify_crc, rmq_record *rec,
+                        const unsigned char **rbuf) noexcept:
+        """Is the record at ``off`` a valid message of topic ``t`` with key ``k``? 1 yes, 0 no (or
+        outside ``[cl_min, cl_end)``, or not a message), -1 when the general path must decide."""
+        cdef Py_ssize_t lo, hi, j
+        cdef int64_t pos, limit, size
+        cdef const unsigned char *buf
+        cdef int st
+        if off < cl_min or off >= cl_end or self._ncl == 0:
+            return 0
+        lo, hi = 0, self._ncl  # the last file starting at or before off
+        while hi - lo > 1:
+            j = (lo + hi) >> 1
+            if self._from[j] <= off:
+                lo = j
+            else:
+                hi = j
+        if self._from[lo] > off:
+            return 0
+        buf = <const unsigned char *>self._cl[lo].buf
+        pos = off - self._from[lo]
+        limit = min(<int64_t>self._cl[lo].len, cl_end - self._from[lo])
+        if pos >= 0 and pos + 256 <= limit:  # the record's lines at once, not one miss after another
+            rmq_prefetch_r(buf + pos)
+            rmq_prefetch_r(buf + pos + 64)
+            rmq_prefetch_r(buf + pos + 128)
+            rmq_prefetch_r(buf + pos + 192)
+        st = rmq_check_record(buf, pos, limit, verify_crc, &size, rec)
+        if st == RMQ_ST_BLANK or st == RMQ_ST_END:
+            return 0
+        if st != RMQ_ST_MSG:
+            return -1
+        if rec.topic_len != tlen or (tlen and memcmp(buf + rec.topic_pos, t, <size_t>tlen) != 0):
+            return 0 if rmq_utf8_valid(buf + rec.topic_pos, <size_t>rec.topic_len) else -1
+        rbuf[0] = buf
+        return rmq_props_have_key(buf + rec.props_pos, <size_t>rec.props_len, k, <size_t>klen)
+
+    cdef int _cache_sync(self) except -1:
+        """Take in the index entries added since the cache last looked (sequential reads)."""
+        cdef Py_ssize_t i, p
+        cdef int64_t cnt, have
+        cdef const unsigned char *buf
+        cdef KeyCache kc = self._kc
+        cdef int rc
+        for i in range(self._nidx):
+            buf = <const unsigned char *>self._idx[i].buf
+            cnt = rmq_load_be32s(buf + 36)  # the header's index count: entries [1, count) are written
+            if cnt > self._entries:
+                cnt = self._entries
+            p = self._kcpos[i]
+            have = kc._counts[p]
+            if cnt > have:
+                with nogil:
+                    rc = rmq_kc_ingest(&kc.c, buf, self._slots, <uint32_t>(have if have >= 1 else 1), <uint32_t>cnt)
+                if rc != 0:
+                    raise MemoryError()
+                kc._counts[p] = cnt
+        return 0
+
     def newest_body(self, str topic, str key, int64_t begin, int64_t end):
         """``find(..., newest_body=True)`` for ``MessageStore.lookup``: the end of the CommitLog is the
         appender's published end (``live``; ``static_end`` while it publishes none), and when the
@@ -263,5 +369,34 @@ cdef class KeyLookup:
                 cl_end = done
                 if self._disp_p != NULL and rmq_observe(self._disp_p) < cl_end:
                     return 1
+        if self._kc is not None and begin <= 0 and end == INT64_MAX:
+            # the cache names the newest entry of the key's hash: when its record is this key's,
+            # no newer message has the key; anything else (a collision, a record gone) walks
+            got = self._cached_body(topic, key, cl_end)
+            if got is not None:
+                return got
         ok, got = self._find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
         return got if ok else 2
+
+    cdef object _cached_body(self, str topic, str key, int64_t cl_end):
+        cdef Py_ssize_t tlen, klen
+        cdef const unsigned char *t
+        cdef const unsigned char *k
+        cdef const unsigned char *buf = NULL
+        cdef int bad = 0
+        cdef uint32_t h
+        cdef int64_t off
+        cdef rmq_record rec
+        self._cache_sync()
+        try:
+            t = <const unsigned char *>PyUnicode_AsUTF8AndSize(topic, &tlen)
+            k = <const unsigned char *>PyUnicode_AsUTF8AndSize(key, &klen)
+        except UnicodeEncodeError:
+            return None
+        h = rmq_java_hash_utf8(0, t, <size_t>tlen, &bad)
+        h = rmq_java_hash_utf8(h, <const unsigned char *>b"#", 1, &bad)
+        h = rmq_java_hash_utf8(h, k, <size_t>klen, &bad)
+        off = rmq_kc_get(&self._kc.c, rmq_index_key_hash(rmq_hash_as_int32(h)))
+        if off < 0 or self._check_hit(off, t, tlen, k, klen, 0, cl_end, True, &rec, &buf) != 1:
+            return None
+        return PyBytes_FromStringAndSize(<const char *>buf + rec.body_pos, rec.body_len)

@@ -29,7 +29,7 @@ from . import codec as _codec
 from . import indexfile as _index
 from .hashing import index_key_hash
 
-__all__ = ["KeyLookup", "props_have_key"]
+__all__ = ["KeyCache", "KeyLookup", "props_have_key"]
 
 _TIMES = struct.Struct(">qqqq")
 
@@ -59,13 +59,52 @@ def props_have_key(props: bytes, key: bytes) -> int:
     return 1 if keys is not None and key in keys.split(b" ") else 0
 
 
+_I32 = struct.Struct(">i")
+_ENTRY = struct.Struct(">iq")
+_NO_END = 2**63 - 1
+
+
+class KeyCache:
+    """The newest indexed offset of each key hash (``csrc/rmq_keycache.h``): a lookup accelerator
+    the store keeps across the KeyLookups it rebuilds. It takes in index entries by reading the
+    files sequentially, remembering how many of each file (by name) it has seen, and never answers
+    alone: the lookup re-checks the record and walks the index on any mismatch."""
+
+    def __init__(self) -> None:
+        self._newest: dict[int, int] = {}
+        self._counts: dict[Any, int] = {}
+
+    @property
+    def size(self) -> int:
+        """How many distinct key hashes it holds."""
+        return len(self._newest)
+
+    def newest(self, key_hash: int) -> int:
+        """The largest offset indexed under ``key_hash``, or -1."""
+        return self._newest.get(key_hash, -1)
+
+    def _ingest(self, name: Any, buf: Any, slots: int, entries: int) -> None:
+        count = min(_I32.unpack_from(buf, 36)[0], entries)  # entries [1, count) are written
+        have = self._counts.get(name, 0)
+        if count <= have:
+            return
+        newest = self._newest
+        base = 40 + slots * 4
+        for i in range(max(have, 1), count):
+            h, phys = _ENTRY.unpack_from(buf, base + i * 20)
+            if phys >= 0 and phys > newest.get(h, -1):
+                newest[h] = phys
+        self._counts[name] = count
+
+
 class KeyLookup:
     """See the module docstring. ``index_buffers`` oldest first; ``commitlog_buffers`` in offset order
     with their global start offsets ``commitlog_froms``."""
 
     def __init__(self, index_buffers: list[Any], slot_count: int, max_entries: int, max_steps: int,
                  commitlog_buffers: list[Any], commitlog_froms: list[int], live: Any = None,
-                 dispatched: Any = None, static_end: int = 0, max_num: int = 64) -> None:
+                 dispatched: Any = None, static_end: int = 0, max_num: int = 64, cache: Any = None,
+                 index_ids: list[Any] | None = None) -> None:
         for a in (live, dispatched):
             if a is not None and (a.dtype.kind != "i" or a.dtype.itemsize != 8 or a.shape != (1,)):
                 raise ValueError("live and dispatched must be int64 arrays of one item")
@@ -80,9 +119,15 @@ class KeyLookup:
         for b in self._idx:
             if len(memoryview(b)) < _index.index_file_size(self._slots, self._entries):
                 raise ValueError("an index buffer is shorter than the geometry")
+        if cache is not None and (not isinstance(cache, KeyCache) or index_ids is None
+                                  or len(index_ids) != len(self._idx)):
+            raise ValueError("a cache needs a KeyCache and one id per index buffer")
+        self._cache: KeyCache | None = cache
+        self._ids = list(index_ids) if cache is not None and index_ids is not None else []
 
     def release(self) -> None:
         self._idx, self._cl, self._from = [], [], []
+        self._cache, self._ids = None, []
         self._released = True
 
     def find(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_min: int, cl_end: int,
@@ -149,5 +194,36 @@ class KeyLookup:
             cl_end = int(self._live[0])
             if self._dispatched is not None and int(self._dispatched[0]) < cl_end:
                 return 1
+        if self._cache is not None and begin <= 0 and end == _NO_END:
+            # the cache names the newest entry of the key's hash: when its record is this key's,
+            # no newer message has the key; anything else (a collision, a record gone) walks
+            got = self._cached_body(topic, key, cl_end)
+            if got is not None:
+                return got
         ok, got = self.find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
         return got if ok else 2
+
+    def _cached_body(self, topic: str, key: str, cl_end: int) -> bytes | None:
+        cache = self._cache
+        assert cache is not None
+        for name, buf in zip(self._ids, self._idx):
+            cache._ingest(name, buf, self._slots, self._entries)
+        try:
+            tb, kb = topic.encode("utf-8"), key.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        off = cache.newest(index_key_hash(topic + "#" + key))
+        if off < 0 or off >= cl_end:
+            return None
+        j = bisect_right(self._from, off) - 1
+        if j < 0:
+            return None
+        buf, base = self._cl[j], self._from[j]
+        limit = min(len(memoryview(buf)), cl_end - base)
+        st, _size = _codec.check_record(buf, off - base, limit, True)
+        if st != ST_MSG:
+            return None
+        rec = _codec.decode_record(buf, off - base, limit, False)
+        if rec is None or rec[17] != tb or props_have_key(rec[18], kb) != 1:
+            return None
+        return rec[16]  # type: ignore[no-any-return]

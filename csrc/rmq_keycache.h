@@ -1,0 +1,50 @@
+/*
+ * rmq_keycache.h - the newest index entry of each key hash, in memory (a lookup accelerator).
+ *
+ * MessageStore.lookup returns the newest message with a key. RocketMQ's index answers it with a
+ * slot read and a chain walk in the index file (two dependent cache misses into a 420 MB file,
+ * before the record itself). This table maps each 32-bit index key hash to the largest physical
+ * offset indexed with it, so a lookup is one probe into a table sized to the keys actually
+ * stored, then the record. It is derived data, rebuilt from the index files by reading their
+ * entries sequentially; it never answers alone: the caller re-checks the record (CRC, topic,
+ * key), and on any mismatch (a hash collision, a deleted or corrupt record) takes the full walk.
+ */
+#ifndef RMQ_KEYCACHE_H
+#define RMQ_KEYCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int64_t phys; /* -1: empty */
+    int32_t hash;
+    int32_t pad;
+} rmq_kc_slot;
+
+typedef struct {
+    rmq_kc_slot *t;
+    uint64_t cap; /* a power of two */
+    uint64_t used;
+    size_t bytes; /* of the mapping */
+} rmq_keycache;
+
+/* 0, or -1 when out of memory. */
+int rmq_kc_init(rmq_keycache *c, uint64_t cap);
+void rmq_kc_free(rmq_keycache *c);
+/* Record phys for hash (kept when larger than the one held). 0, or -1 when out of memory. */
+int rmq_kc_put(rmq_keycache *c, int32_t hash, int64_t phys);
+/* The largest phys recorded for hash, or -1. */
+int64_t rmq_kc_get(const rmq_keycache *c, int32_t hash);
+/* Add entries [from, to) of a mapped index file (entry i at 40 + slots*4 + i*20: hash, phys, ...).
+ * The caller bounds to against the file's entry count and size. 0, or -1 when out of memory. */
+int rmq_kc_ingest(rmq_keycache *c, const unsigned char *index, uint32_t slots, uint32_t from, uint32_t to);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RMQ_KEYCACHE_H */
