@@ -864,9 +864,18 @@ class MessageStore:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
         if not raw:
             offs = self._exact_offsets(topic, key, begin, end, max_num)
-            if offs is not None:  # the native one-call path; CRC already checked there
-                read = self.commitlog.read
-                return [read(off) for off in offs]
+            if offs is not None:  # the native one-call path; each record was checked there (CRC
+                # included), so it is decoded without CommitLog.read's range checks
+                cl = self.commitlog
+                find, decode = cl.queue.find, cl._codec.decode_record
+                out = []
+                for off in offs:
+                    try:
+                        mf = find(off)
+                    except OffsetOutOfRangeError:  # deleted since (clean_expired on another thread)
+                        continue
+                    out.append(MessageExt(off, decode(mf.mm, off - mf.file_from_offset, mf.wrote_position, False)))
+                return out
         offsets = self.query_offsets(topic, key, begin, end, max_num)
         out = []
         for off in offsets:
