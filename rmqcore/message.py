@@ -201,8 +201,8 @@ class MessageExt:
 
     __slots__ = (
         "position", "size", "magic", "body_crc", "queue_id", "flag", "queue_offset",
-        "physical_offset", "sys_flag", "born_timestamp", "born_host", "store_timestamp",
-        "store_host", "reconsume_times", "prepared_transaction_offset", "body", "topic_bytes",
+        "physical_offset", "sys_flag", "born_timestamp", "_born_addr", "_born_port", "store_timestamp",
+        "_store_addr", "_store_port", "reconsume_times", "prepared_transaction_offset", "body", "topic_bytes",
         "properties_bytes", "_props",
     )
     position: int
@@ -215,9 +215,7 @@ class MessageExt:
     physical_offset: int
     sys_flag: int
     born_timestamp: int
-    born_host: Host
     store_timestamp: int
-    store_host: Host
     reconsume_times: int
     prepared_transaction_offset: int
     body: bytes
@@ -227,14 +225,20 @@ class MessageExt:
     def __init__(self, position: int, raw: tuple[Any, ...]) -> None:
         (
             self.size, self.magic, self.body_crc, self.queue_id, self.flag, self.queue_offset,
-            self.physical_offset, self.sys_flag, self.born_timestamp, born_addr, born_port,
-            self.store_timestamp, store_addr, store_port, self.reconsume_times,
+            self.physical_offset, self.sys_flag, self.born_timestamp, self._born_addr, self._born_port,
+            self.store_timestamp, self._store_addr, self._store_port, self.reconsume_times,
             self.prepared_transaction_offset, self.body, self.topic_bytes, self.properties_bytes,
         ) = raw
         self.position = position
-        self.born_host = Host(born_addr, born_port)
-        self.store_host = Host(store_addr, store_port)
         self._props: dict[str, str] | None = None
+
+    @property
+    def born_host(self) -> Host:
+        return Host(self._born_addr, self._born_port)  # built on use: most reads never look
+
+    @property
+    def store_host(self) -> Host:
+        return Host(self._store_addr, self._store_port)
 
     @property
     def topic(self) -> str:
@@ -267,7 +271,7 @@ class MessageExt:
 
     @property
     def msg_id(self) -> str:
-        return create_message_id(self.store_host.address, self.store_host.port, self.physical_offset)
+        return create_message_id(self._store_addr, self._store_port, self.physical_offset)
 
     @property
     def compression_type(self) -> str | None:

@@ -863,7 +863,17 @@ class MessageStore:
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
         if not raw:
-            offs = self._exact_offsets(topic, key, begin, end, max_num)
+            offs = None
+            lk = self._lookup
+            if lk is not None:  # the fast path: one call, which also sees whether dispatch is behind
+                try:
+                    got = lk.offsets_now(topic, key, begin, end, max_num)
+                except ValueError:  # released by the reput thread (files changed) since we took it
+                    got = 2
+                if type(got) is list:
+                    offs = got
+            if offs is None:
+                offs = self._exact_offsets(topic, key, begin, end, max_num)
             if offs is not None:  # the native one-call path; each record was checked there (CRC
                 # included), so it is decoded without CommitLog.read's range checks
                 cl = self.commitlog

@@ -183,6 +183,8 @@ def test_lookup_fast_path_sees_every_earlier_put(tmp_path: Path, impl: Any, mode
                 assert s.wait_dispatched(10)
             assert s.lookup("T", "k%d" % i).startswith(b"v%03d" % i)
             assert s.lookup("T", "a").startswith(b"v%03d" % i)  # the newest with that key
+            found = s.query_by_key("T", "a")  # its one-call path reads the same published ends
+            assert len(found) == min(i + 2, s.config.max_msgs_num_batch) and found[-1].body.startswith(b"v%03d" % i)
         # a lookup released under us (the reput thread rebuilds it when files change) still answers
         stale = s._lookup
         s._drop_lookup()

@@ -378,6 +378,22 @@ cdef class KeyLookup:
         ok, got = self._find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
         return got if ok else 2
 
+    def offsets_now(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num):
+        """``find(...)``'s exact offsets for ``query_by_key``, with the CommitLog's end read as
+        ``newest_body`` reads it. Returns the ascending list, 1 (dispatch first, then ask again) or
+        2 (the general path must answer)."""
+        cdef int64_t cl_end = self._static_end, done
+        if self._idx == NULL:
+            raise ValueError("the lookup was released")
+        if self._live_p != NULL:
+            done = rmq_observe(self._live_p)
+            if done >= 0:
+                cl_end = done
+                if self._disp_p != NULL and rmq_observe(self._disp_p) < cl_end:
+                    return 1
+        ok, got = self._find(topic, key, begin, end, min(max_num, self._max_num), 0, cl_end, True, False)
+        return got if ok else 2
+
     cdef object _cached_body(self, str topic, str key, int64_t cl_end):
         cdef Py_ssize_t tlen, klen
         cdef const unsigned char *t

@@ -203,6 +203,20 @@ class KeyLookup:
         ok, got = self.find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
         return got if ok else 2
 
+    def offsets_now(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int] | int:
+        """``find(...)``'s exact offsets for ``query_by_key``, with the CommitLog's end read as
+        ``newest_body`` reads it. Returns the ascending list, 1 (dispatch first, then ask again) or
+        2 (the general path must answer)."""
+        if self._released:
+            raise ValueError("the lookup was released")
+        cl_end = self._static_end
+        if self._live is not None and int(self._live[0]) >= 0:
+            cl_end = int(self._live[0])
+            if self._dispatched is not None and int(self._dispatched[0]) < cl_end:
+                return 1
+        ok, got = self.find(topic, key, begin, end, min(max_num, self._max_num), 0, cl_end, True, False)
+        return got if ok else 2
+
     def _cached_body(self, topic: str, key: str, cl_end: int) -> bytes | None:
         cache = self._cache
         assert cache is not None
