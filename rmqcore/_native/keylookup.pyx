@@ -355,11 +355,9 @@ cdef class KeyLookup:
                 kc._counts[p] = cnt
         return 0
 
-    def newest_body(self, str topic, str key, int64_t begin, int64_t end):
-        """``find(..., newest_body=True)`` for ``MessageStore.lookup``: the end of the CommitLog is the
-        appender's published end (``live``; ``static_end`` while it publishes none), and when the
-        store's ``dispatched`` end is behind it the answer is 1 (dispatch first, then ask again).
-        Returns bytes or None, 1, or 2 when the general path must answer."""
+    cdef int64_t _end_now(self) except -2:
+        """The CommitLog end a query sees: the appender's published end (``static_end`` while it
+        publishes none); -1 when the store's dispatched end is behind it."""
         cdef int64_t cl_end = self._static_end, done
         if self._idx == NULL:
             raise ValueError("the lookup was released")
@@ -368,7 +366,17 @@ cdef class KeyLookup:
             if done >= 0:
                 cl_end = done
                 if self._disp_p != NULL and rmq_observe(self._disp_p) < cl_end:
-                    return 1
+                    return -1
+        return cl_end
+
+    def newest_body(self, str topic, str key, int64_t begin, int64_t end):
+        """``find(..., newest_body=True)`` for ``MessageStore.lookup``: the end of the CommitLog is the
+        appender's published end (``live``; ``static_end`` while it publishes none), and when the
+        store's ``dispatched`` end is behind it the answer is 1 (dispatch first, then ask again).
+        Returns bytes or None, 1, or 2 when the general path must answer."""
+        cdef int64_t cl_end = self._end_now()
+        if cl_end < 0:
+            return 1
         if self._kc is not None and begin <= 0 and end == INT64_MAX:
             # the cache names the newest entry of the key's hash: when its record is this key's,
             # no newer message has the key; anything else (a collision, a record gone) walks
@@ -382,15 +390,9 @@ cdef class KeyLookup:
         """``find(...)``'s exact offsets for ``query_by_key``, with the CommitLog's end read as
         ``newest_body`` reads it. Returns the ascending list, 1 (dispatch first, then ask again) or
         2 (the general path must answer)."""
-        cdef int64_t cl_end = self._static_end, done
-        if self._idx == NULL:
-            raise ValueError("the lookup was released")
-        if self._live_p != NULL:
-            done = rmq_observe(self._live_p)
-            if done >= 0:
-                cl_end = done
-                if self._disp_p != NULL and rmq_observe(self._disp_p) < cl_end:
-                    return 1
+        cdef int64_t cl_end = self._end_now()
+        if cl_end < 0:
+            return 1
         ok, got = self._find(topic, key, begin, end, min(max_num, self._max_num), 0, cl_end, True, False)
         return got if ok else 2
 

@@ -184,16 +184,26 @@ class KeyLookup:
         hits.sort()
         return True, hits
 
+    def _end_now(self) -> int:
+        """The CommitLog end a query sees: the appender's published end (``static_end`` while it
+        publishes none); -1 when the store's dispatched end is behind it."""
+        if self._released:
+            raise ValueError("the lookup was released")
+        cl_end = self._static_end
+        if self._live is not None and int(self._live[0]) >= 0:
+            cl_end = int(self._live[0])
+            if self._dispatched is not None and int(self._dispatched[0]) < cl_end:
+                return -1
+        return cl_end
+
     def newest_body(self, topic: str, key: str, begin: int, end: int) -> bytes | None | int:
         """``find(..., newest_body=True)`` for ``MessageStore.lookup``: the end of the CommitLog is the
         appender's published end (``live``; ``static_end`` while it publishes none), and when the
         store's ``dispatched`` end is behind it the answer is 1 (dispatch first, then ask again).
         Returns bytes or None, 1, or 2 when the general path must answer."""
-        cl_end = self._static_end
-        if self._live is not None and int(self._live[0]) >= 0:
-            cl_end = int(self._live[0])
-            if self._dispatched is not None and int(self._dispatched[0]) < cl_end:
-                return 1
+        cl_end = self._end_now()
+        if cl_end < 0:
+            return 1
         if self._cache is not None and begin <= 0 and end == _NO_END:
             # the cache names the newest entry of the key's hash: when its record is this key's,
             # no newer message has the key; anything else (a collision, a record gone) walks
@@ -207,13 +217,9 @@ class KeyLookup:
         """``find(...)``'s exact offsets for ``query_by_key``, with the CommitLog's end read as
         ``newest_body`` reads it. Returns the ascending list, 1 (dispatch first, then ask again) or
         2 (the general path must answer)."""
-        if self._released:
-            raise ValueError("the lookup was released")
-        cl_end = self._static_end
-        if self._live is not None and int(self._live[0]) >= 0:
-            cl_end = int(self._live[0])
-            if self._dispatched is not None and int(self._dispatched[0]) < cl_end:
-                return 1
+        cl_end = self._end_now()
+        if cl_end < 0:
+            return 1
         ok, got = self.find(topic, key, begin, end, min(max_num, self._max_num), 0, cl_end, True, False)
         return got if ok else 2
 
