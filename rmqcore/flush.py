@@ -126,14 +126,16 @@ class GroupCommitService:
         return self._gc.error  # type: ignore[no-any-return]
 
     def stop(self) -> None:
-        self._gc.stop()
-        self._thread.join()
         cl = self._commitlog
         if self._add in cl.file_listeners:
             cl.file_listeners.remove(self._add)
+        self._gc.stop()
+        self._thread.join()
+        err = self._gc.error
+        self._final = max(self._final, int(self._gc.durable_offset))
+        self._gc.close()  # its duplicated descriptors and maps go now, not when the store is collected
         if cl.external_durable is self._gc:
             cl.external_durable = None
-        err = self._gc.error
         if err is not None:
             raise err
 

@@ -208,3 +208,26 @@ def test_put_async_acks_once_durable(tmp_path: Path, impl: Any) -> None:
     s.close()
     with pytest.raises(StoreClosedError):
         s.put_async("T", b"z", 0)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc/self/fd")
+def test_close_gives_back_the_group_commits_descriptors(tmp_path: Path, impl: Any) -> None:
+    """The group commit syncs through its own duplicates of the CommitLog descriptors: they go at
+    close, not when the store object is collected (a deleted store's space would stay in use)."""
+
+    def open_commitlog_fds() -> int:
+        n = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                n += "/commitlog/" in os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                pass
+        return n
+
+    s = MessageStore(tmp_path, impl=impl.name, flush_disk_type="SYNC_FLUSH", commitlog_file_size=64 * 1024)
+    for i in range(400):  # several files
+        s.put("T", b"%04d" % i + b"." * 300, 0)
+    assert open_commitlog_fds() > len(s.commitlog.queue.files)  # the store's own plus the service's
+    s.close()
+    assert open_commitlog_fds() == 0
+    assert s._group_commit is not None and s._group_commit.wait_durable(1)  # answers from what it knew

@@ -29,6 +29,7 @@ cdef class GroupCommit:
     cdef object _live  # keeps the appender's published-end array alive while the C side reads it
     cdef bint _running
     cdef bint _ran
+    cdef int64_t _closed_durable, _closed_flushes
 
     def __cinit__(self, live, int64_t durable):
         if live.dtype.str != "<i8" or live.shape != (1,) or not live.flags.c_contiguous:
@@ -43,16 +44,32 @@ cdef class GroupCommit:
             rmq_gc_free(self._g)
             self._g = NULL
 
+    def close(self):
+        """Give back the duplicated descriptors and maps (after ``stop()`` and the end of ``run()``);
+        afterwards the service answers from what was durable when it closed."""
+        if self._running:
+            raise RuntimeError("close() while run() is running: stop() and join first")
+        if self._g != NULL:
+            self._closed_durable = rmq_gc_durable(self._g)
+            self._closed_flushes = rmq_gc_flushes(self._g)
+            rmq_gc_free(self._g)
+            self._g = NULL
+
     def add_file(self, int fd, int64_t file_from, int64_t file_size, mapped=None):
+        if self._g == NULL:
+            raise ValueError("the group commit service is closed")
         cdef int rc = rmq_gc_add_file(self._g, fd, file_from, file_size)
         if rc < 0:
             raise OSError(-rc, os.strerror(-rc))
 
     def request(self, int64_t offset):
-        rmq_gc_request(self._g, offset)
+        if self._g != NULL:
+            rmq_gc_request(self._g, offset)
 
     def wait_durable(self, int64_t offset, int64_t timeout_ms):
         cdef int rc
+        if self._g == NULL:
+            return self._closed_durable >= offset
         if rmq_gc_durable(self._g) >= offset:
             return True
         with nogil:
@@ -63,21 +80,23 @@ cdef class GroupCommit:
 
     @property
     def durable_offset(self):
-        return rmq_gc_durable(self._g)
+        return self._closed_durable if self._g == NULL else rmq_gc_durable(self._g)
 
     @property
     def flushes(self):
-        return rmq_gc_flushes(self._g)
+        return self._closed_flushes if self._g == NULL else rmq_gc_flushes(self._g)
 
     @property
     def error(self):
+        if self._g == NULL:
+            return None
         cdef int e = rmq_gc_error(self._g)
         return None if e == 0 else OSError(e, f"fdatasync failed: {os.strerror(e)}")
 
     def run(self):
         cdef int rc
-        if self._ran:
-            raise RuntimeError("run() may be called once")
+        if self._ran or self._g == NULL:
+            raise RuntimeError("run() may be called once, before close()")
         self._ran = self._running = True
         try:
             with nogil:
@@ -87,4 +106,5 @@ cdef class GroupCommit:
         return rc == 0
 
     def stop(self):
-        rmq_gc_stop(self._g)
+        if self._g != NULL:
+            rmq_gc_stop(self._g)

@@ -45,6 +45,8 @@ class GroupCommit:
 
     def add_file(self, fd: int, file_from: int, file_size: int, mapped: Any = None) -> None:
         with self._lock:
+            if self._stop:
+                raise ValueError("the group commit service is stopped")
             if self._files and self._files[-1][1] >= file_from:
                 return
             self._files.append((os.dup(fd), file_from, file_size, mapped))
@@ -137,6 +139,15 @@ class GroupCommit:
             self._stop = True
             self._work.notify_all()
             self._done.notify_all()
+
+    def close(self) -> None:
+        """Give back the duplicated descriptors (after ``stop()`` and the end of ``run()``);
+        afterwards the service answers from what was durable when it closed."""
+        with self._lock:
+            files, self._files = self._files, []
+            self._stop = True
+        for f in files:
+            os.close(f[0])
 
     def __del__(self) -> None:
         for f in getattr(self, "_files", ()):
