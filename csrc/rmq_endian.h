@@ -100,4 +100,28 @@ RMQ_INLINE int16_t rmq_load_be16s(const void *p) { return (int16_t)rmq_load_be16
 RMQ_INLINE int32_t rmq_load_be32s(const void *p) { return (int32_t)rmq_load_be32(p); }
 RMQ_INLINE int64_t rmq_load_be64s(const void *p) { return (int64_t)rmq_load_be64(p); }
 
+/* A 4-byte big-endian field published to readers on other threads without a lock (an index
+ * file's slots and entry count, read by lookups while the reput thread writes): a release store
+ * after the bytes it points at, an acquire load before following it. Plain moves on x86; on arm64
+ * the barriers that keep a reader from seeing the count or slot before the entry. A misaligned
+ * field (a test's odd buffer) falls back to a plain copy. */
+RMQ_INLINE void rmq_publish_be32(void *p, uint32_t v)
+{
+    v = (uint32_t)RMQ_BE32(v);
+    if (((uintptr_t)p & 3u) == 0)
+        __atomic_store_n((uint32_t *)p, v, __ATOMIC_RELEASE);
+    else
+        memcpy(p, &v, sizeof v);
+}
+
+RMQ_INLINE int32_t rmq_observe_be32s(const void *p)
+{
+    uint32_t v;
+    if (((uintptr_t)p & 3u) == 0)
+        v = __atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE);
+    else
+        memcpy(&v, p, sizeof v);
+    return (int32_t)(uint32_t)RMQ_BE32(v);
+}
+
 #endif /* RMQ_ENDIAN_H */

@@ -88,7 +88,7 @@ int rmq_index_put(unsigned char *buf, uint32_t slots, uint32_t entries, int32_t 
     rmq_store_be64(entry + 4, (uint64_t)phy_offset);
     rmq_store_be32(entry + 12, (uint32_t)time_diff);
     rmq_store_be32(entry + 16, (uint32_t)slot_value);
-    rmq_store_be32(slot, (uint32_t)count);
+    rmq_publish_be32(slot, (uint32_t)count); /* after the entry it names (lock-free readers) */
 
     if (count <= 1) {
         rmq_store_be64(buf + HDR_BEGIN_PHY, (uint64_t)phy_offset);
@@ -96,7 +96,7 @@ int rmq_index_put(unsigned char *buf, uint32_t slots, uint32_t entries, int32_t 
     }
     if (slot_value == 0)
         rmq_store_be32(buf + HDR_SLOT_COUNT, rmq_load_be32(buf + HDR_SLOT_COUNT) + 1u);
-    rmq_store_be32(buf + HDR_INDEX_COUNT, (uint32_t)count + 1u);
+    rmq_publish_be32(buf + HDR_INDEX_COUNT, (uint32_t)count + 1u);
     rmq_store_be64(buf + HDR_END_PHY, (uint64_t)phy_offset);
     rmq_store_be64(buf + HDR_END_TS, (uint64_t)store_timestamp);
     return 1;
@@ -127,8 +127,8 @@ size_t rmq_index_put_batch(unsigned char *buf, uint32_t slots, uint32_t entries,
 void rmq_index_walk_start(const unsigned char *buf, uint32_t slots, int32_t key_hash, uint64_t max_num,
                           uint64_t max_steps, rmq_index_walk *w)
 {
-    const int32_t count = clamp_count(rmq_load_be32s(buf + HDR_INDEX_COUNT));
-    const int32_t slot_value = rmq_load_be32s(buf + RMQ_INDEX_HEADER_SIZE +
+    const int32_t count = clamp_count(rmq_observe_be32s(buf + HDR_INDEX_COUNT));
+    const int32_t slot_value = rmq_observe_be32s(buf + RMQ_INDEX_HEADER_SIZE +
                                               (size_t)((uint32_t)key_hash % slots) * RMQ_INDEX_SLOT_SIZE);
     w->index_count = count;
     w->begin_ts = rmq_load_be64s(buf + HDR_BEGIN_TS);

@@ -215,11 +215,13 @@ def test_close_gives_back_the_group_commits_descriptors(tmp_path: Path, impl: An
     """The group commit syncs through its own duplicates of the CommitLog descriptors: they go at
     close, not when the store object is collected (a deleted store's space would stay in use)."""
 
-    def open_commitlog_fds() -> int:
+    mine = str(tmp_path.resolve() / "commitlog") + os.sep
+
+    def open_commitlog_fds() -> int:  # this store's only: other tests' stores may await collection
         n = 0
         for fd in os.listdir("/proc/self/fd"):
             try:
-                n += "/commitlog/" in os.readlink(f"/proc/self/fd/{fd}")
+                n += os.readlink(f"/proc/self/fd/{fd}").startswith(mine)
             except OSError:
                 pass
         return n

@@ -42,7 +42,7 @@ cdef extern from "rmq_keycache.h" nogil:
     int rmq_kc_ingest(rmq_keycache *c, const unsigned char *index, uint32_t slots, uint32_t start, uint32_t stop)
 
 cdef extern from "rmq_endian.h" nogil:
-    int32_t rmq_load_be32s(const void *p)
+    int32_t rmq_observe_be32s(const void *p)
 
 from .codec cimport RMQ_ST_BLANK, RMQ_ST_END, RMQ_ST_MSG, rmq_check_record, rmq_record
 from .indexfile cimport (
@@ -342,7 +342,7 @@ cdef class KeyLookup:
         cdef int rc
         for i in range(self._nidx):
             buf = <const unsigned char *>self._idx[i].buf
-            cnt = rmq_load_be32s(buf + 36)  # the header's index count: entries [1, count) are written
+            cnt = rmq_observe_be32s(buf + 36)  # the header's index count: entries [1, count) are written
             if cnt > self._entries:
                 cnt = self._entries
             p = self._kcpos[i]
