@@ -27,6 +27,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcpy, memset
 
+import mmap as _mmap
 import os
 
 import numpy as np
@@ -538,6 +539,8 @@ cdef extern from "<errno.h>" nogil:
     int errno
 
 DEF MADV_POPULATE_WRITE_ = 23  # Linux >= 5.14
+# madvise and msync take page-aligned addresses: 4 KiB on x86, 16 KiB on Apple silicon
+cdef size_t _PAGE = _mmap.PAGESIZE
 
 
 def prefault(mm, start, end):
@@ -548,7 +551,7 @@ def prefault(mm, start, end):
     """
     cdef Py_buffer view
     cdef Py_ssize_t s = start, e = end
-    cdef size_t page = 4096
+    cdef size_t page = _PAGE
     cdef char *base
     cdef char *p
     cdef size_t n
@@ -577,7 +580,7 @@ def sync_range(mm, start, end):
     while a producer kept writing. Raises OSError."""
     cdef Py_buffer view
     cdef Py_ssize_t s = start, e = end
-    cdef size_t page = 4096
+    cdef size_t page = _PAGE
     cdef char *p
     cdef size_t n
     cdef int rc = 0, err = 0
