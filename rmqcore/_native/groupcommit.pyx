@@ -29,6 +29,8 @@ cdef class GroupCommit:
     cdef object _live  # keeps the appender's published-end array alive while the C side reads it
     cdef bint _running
     cdef bint _ran
+    cdef bint _closed
+    cdef int _waiters  # threads inside rmq_gc_wait (counted with the GIL held): close() frees after them
     cdef int64_t _closed_durable, _closed_flushes
 
     def __cinit__(self, live, int64_t durable):
@@ -46,56 +48,69 @@ cdef class GroupCommit:
 
     def close(self):
         """Give back the duplicated descriptors and maps (after ``stop()`` and the end of ``run()``);
-        afterwards the service answers from what was durable when it closed."""
+        afterwards the service answers from what was durable when it closed. A producer still
+        returning from a wait (woken by ``stop()``) frees them as it leaves."""
         if self._running:
             raise RuntimeError("close() while run() is running: stop() and join first")
-        if self._g != NULL:
-            self._closed_durable = rmq_gc_durable(self._g)
-            self._closed_flushes = rmq_gc_flushes(self._g)
+        if self._closed:
+            return
+        self._closed_durable = rmq_gc_durable(self._g)
+        self._closed_flushes = rmq_gc_flushes(self._g)
+        self._closed = True
+        rmq_gc_stop(self._g)
+        self._free_if_idle()
+
+    cdef void _free_if_idle(self) noexcept:
+        if self._closed and self._waiters == 0 and self._g != NULL:
             rmq_gc_free(self._g)
             self._g = NULL
 
     def add_file(self, int fd, int64_t file_from, int64_t file_size, mapped=None):
-        if self._g == NULL:
+        if self._closed:
             raise ValueError("the group commit service is closed")
         cdef int rc = rmq_gc_add_file(self._g, fd, file_from, file_size)
         if rc < 0:
             raise OSError(-rc, os.strerror(-rc))
 
     def request(self, int64_t offset):
-        if self._g != NULL:
+        if not self._closed:
             rmq_gc_request(self._g, offset)
 
     def wait_durable(self, int64_t offset, int64_t timeout_ms):
         cdef int rc
-        if self._g == NULL:
+        if self._closed:
             return self._closed_durable >= offset
         if rmq_gc_durable(self._g) >= offset:
             return True
-        with nogil:
-            rc = rmq_gc_wait(self._g, offset, timeout_ms)
+        self._waiters += 1
+        try:
+            with nogil:
+                rc = rmq_gc_wait(self._g, offset, timeout_ms)
+        finally:
+            self._waiters -= 1
+            self._free_if_idle()
         if rc < 0:
             raise OSError(-rc, f"fdatasync failed: {os.strerror(-rc)}")
         return rc == 1
 
     @property
     def durable_offset(self):
-        return self._closed_durable if self._g == NULL else rmq_gc_durable(self._g)
+        return self._closed_durable if self._closed else rmq_gc_durable(self._g)
 
     @property
     def flushes(self):
-        return self._closed_flushes if self._g == NULL else rmq_gc_flushes(self._g)
+        return self._closed_flushes if self._closed else rmq_gc_flushes(self._g)
 
     @property
     def error(self):
-        if self._g == NULL:
+        if self._closed:
             return None
         cdef int e = rmq_gc_error(self._g)
         return None if e == 0 else OSError(e, f"fdatasync failed: {os.strerror(e)}")
 
     def run(self):
         cdef int rc
-        if self._ran or self._g == NULL:
+        if self._ran or self._closed:
             raise RuntimeError("run() may be called once, before close()")
         self._ran = self._running = True
         try:
@@ -106,5 +121,5 @@ cdef class GroupCommit:
         return rc == 0
 
     def stop(self):
-        if self._g != NULL:
+        if not self._closed:
             rmq_gc_stop(self._g)
