@@ -111,6 +111,16 @@ class GroupCommitService:
             return True
         return bool(self._gc.wait_durable(offset, self.timeout_ms))
 
+    def durable(self, r: Any) -> Any:
+        """``r`` (an append result) once its bytes are durable; FlushDiskTimeoutError carrying it
+        when they are not within the timeout (RocketMQ's FLUSH_DISK_TIMEOUT: stored, not confirmed)."""
+        if not self.wait_durable(r.physical_offset + r.size):
+            from .errors import FlushDiskTimeoutError
+
+            raise FlushDiskTimeoutError(
+                f"stored at {r.physical_offset} but not durable within {self.timeout_ms} ms (FLUSH_DISK_TIMEOUT)", r)
+        return r
+
     @property
     def durable_offset(self) -> int:
         """Every byte below this offset has been flushed by this service (or was at its start)."""
@@ -148,13 +158,12 @@ class DurableAck:
     raises FlushDiskTimeoutError when they are not durable within the store's sync flush timeout.
     A producer that keeps many acks outstanding lets one fdatasync serve all of them."""
 
-    __slots__ = ("append", "_end", "_svc", "_timeout_ms")
+    __slots__ = ("append", "_end", "_svc")
 
-    def __init__(self, append: Any, svc: GroupCommitService | None, timeout_ms: int) -> None:
+    def __init__(self, append: Any, svc: GroupCommitService | None) -> None:
         self.append = append
         self._end = append.physical_offset + append.size
         self._svc = svc
-        self._timeout_ms = timeout_ms
 
     def done(self) -> bool:
         """True once the message is durable (or the store does not flush synchronously)."""
@@ -166,12 +175,7 @@ class DurableAck:
         svc = self._svc
         if svc is None or svc.durable_offset >= self._end:
             return self.append
-        if not svc.wait_durable(self._end):
-            from .errors import FlushDiskTimeoutError
-            r = self.append
-            raise FlushDiskTimeoutError(
-                f"stored at {r.physical_offset} but not durable within {self._timeout_ms} ms (FLUSH_DISK_TIMEOUT)", r)
-        return self.append
+        return svc.durable(self.append)
 
     def __repr__(self) -> str:
         return f"DurableAck({self.append!r}, done={self.done()})"

@@ -42,7 +42,6 @@ from .errors import (
     ConfigError,
     CorruptionError,
     DiskFullError,
-    FlushDiskTimeoutError,
     InvalidMessageError,
     OffsetOutOfRangeError,
     RmqError,
@@ -500,13 +499,8 @@ class MessageStore:
         return self.commitlog.put(topic, body, queue_id, **kwargs)
 
     def _put_sync(self, topic: str, body: bytes, queue_id: int = 0, **kwargs: Any) -> AppendResult:
-        r = self.commitlog.put(topic, body, queue_id, **kwargs)
         assert self._group_commit is not None
-        if not self._group_commit.wait_durable(r.physical_offset + r.size):
-            raise FlushDiskTimeoutError(
-                f"stored at {r.physical_offset} but not durable within {self.config.sync_flush_timeout_ms} ms "
-                "(FLUSH_DISK_TIMEOUT)", r)
-        return r
+        return self._group_commit.durable(self.commitlog.put(topic, body, queue_id, **kwargs))  # type: ignore[no-any-return]
 
     def warm_up(self) -> None:
         """Fault in the CommitLog's current and next file before writing (``CommitLog.warm_up``,
@@ -527,7 +521,7 @@ class MessageStore:
         gc = self._group_commit
         if gc is not None:
             gc.request(r.physical_offset + r.size)
-        return DurableAck(r, gc, self.config.sync_flush_timeout_ms)
+        return DurableAck(r, gc)
 
     def put_batch(self, topic: str, bodies: Sequence[bytes], queue_id: int = 0, **kwargs: Any) -> BatchAppendResult:
         """Append a batch (see CommitLog.put_batch); with SYNC_FLUSH it returns once durable."""
@@ -535,11 +529,7 @@ class MessageStore:
         if self._disk_full:
             self.put("", b"")  # raises DiskFullError
         r = self.commitlog.put_batch(topic, bodies, queue_id, **kwargs)
-        if self._group_commit is not None and not self._group_commit.wait_durable(r.physical_offset + r.size):
-            raise FlushDiskTimeoutError(
-                f"batch stored at {r.physical_offset} but not durable within {self.config.sync_flush_timeout_ms} ms "
-                "(FLUSH_DISK_TIMEOUT)", r)
-        return r
+        return r if self._group_commit is None else self._group_commit.durable(r)
 
     # -- dispatch (ReputMessageService) -----------------------------------------------------------------
     @property
@@ -863,17 +853,7 @@ class MessageStore:
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
         if not raw:
-            offs = None
-            lk = self._lookup
-            if lk is not None:  # the fast path: one call, which also sees whether dispatch is behind
-                try:
-                    got = lk.offsets_now(topic, key, begin, end, max_num)
-                except ValueError:  # released by the reput thread (files changed) since we took it
-                    got = 2
-                if type(got) is list:
-                    offs = got
-            if offs is None:
-                offs = self._exact_offsets(topic, key, begin, end, max_num)
+            offs = self._exact_offsets(topic, key, begin, end, max_num)
             if offs is not None:  # the native one-call path; each record was checked there (CRC
                 # included), so it is decoded without CommitLog.read's range checks
                 cl = self.commitlog
@@ -928,15 +908,19 @@ class MessageStore:
         return found[-1].body if found else None
 
     def _exact_offsets(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int] | None:
-        """KeyLookup.find through the cached lookup: the exact matches' offsets, ascending; None
-        when the general path must answer."""
+        """The exact matches' offsets, ascending, from the native lookup; None when the general
+        path must answer."""
+        lk = self._lookup
+        if lk is not None:  # the fast path: one call, which also sees whether dispatch is behind
+            try:
+                got = lk.offsets_now(topic, key, begin, end, max_num)
+            except ValueError:  # released by the reput thread (files changed) since we took it
+                got = 2
+            if type(got) is list:
+                return got
         self._caught_up()
-        if self.index is None:
-            raise ConfigError("the message index is disabled (message_index_enable=False)")
-        cl = self.commitlog
-        ok, answer = self._current_lookup().find(topic, key, begin, end, min(max_num, self._max_batch), 0,
-                                                 cl.max_offset, True, False)
-        return answer if ok else None
+        got = self._current_lookup().offsets_now(topic, key, begin, end, max_num)
+        return got if type(got) is list else None
 
     def _lookup_stale(self) -> bool:
         """Index or CommitLog files came or went since the lookup was built."""
