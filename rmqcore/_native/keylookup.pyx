@@ -75,6 +75,24 @@ def props_have_key(const unsigned char[::1] props, const unsigned char[::1] key)
     return rmq_props_have_key(p, <size_t>props.shape[0], k, <size_t>key.shape[0])
 
 
+cdef bint _encode_key(str topic, str key, const unsigned char **t, Py_ssize_t *tlen, const unsigned char **k,
+                      Py_ssize_t *klen, int32_t *key_hash) except -1:
+    """The UTF-8 of ``topic`` and ``key`` (borrowed from the str objects) and the index hash of
+    ``topic#key``; False when either cannot be encoded (a lone surrogate: the general path)."""
+    cdef int bad = 0
+    cdef uint32_t h
+    try:
+        t[0] = <const unsigned char *>PyUnicode_AsUTF8AndSize(topic, tlen)
+        k[0] = <const unsigned char *>PyUnicode_AsUTF8AndSize(key, klen)
+    except UnicodeEncodeError:
+        return False
+    h = rmq_java_hash_utf8(0, t[0], <size_t>tlen[0], &bad)
+    h = rmq_java_hash_utf8(h, <const unsigned char *>b"#", 1, &bad)
+    h = rmq_java_hash_utf8(h, k[0], <size_t>klen[0], &bad)
+    key_hash[0] = rmq_index_key_hash(rmq_hash_as_int32(h))
+    return True
+
+
 cdef class KeyCache:
     """The newest indexed offset of each key hash (see the pure twin and csrc/rmq_keycache.h).
     Outlives the KeyLookups the store rebuilds; remembers how many entries of each index file
@@ -227,8 +245,6 @@ cdef class KeyLookup:
         cdef Py_ssize_t tlen, klen, i
         cdef const unsigned char *t
         cdef const unsigned char *k
-        cdef int bad = 0
-        cdef uint32_t h
         cdef int32_t key_hash
         cdef int64_t stack[STACK_HITS]
         cdef int64_t *raw = stack
@@ -242,15 +258,8 @@ cdef class KeyLookup:
         cdef int m
         if self._idx == NULL:
             raise ValueError("the lookup was released")
-        try:
-            t = <const unsigned char *>PyUnicode_AsUTF8AndSize(topic, &tlen)
-            k = <const unsigned char *>PyUnicode_AsUTF8AndSize(key, &klen)
-        except UnicodeEncodeError:
+        if not _encode_key(topic, key, &t, &tlen, &k, &klen, &key_hash):
             return False, None
-        h = rmq_java_hash_utf8(0, t, <size_t>tlen, &bad)
-        h = rmq_java_hash_utf8(h, <const unsigned char *>b"#", 1, &bad)
-        h = rmq_java_hash_utf8(h, k, <size_t>klen, &bad)
-        key_hash = rmq_index_key_hash(rmq_hash_as_int32(h))
         if max_num <= 0:
             return True, (None if newest_body else [])
         if max_num > STACK_HITS:
@@ -401,20 +410,13 @@ cdef class KeyLookup:
         cdef const unsigned char *t
         cdef const unsigned char *k
         cdef const unsigned char *buf = NULL
-        cdef int bad = 0
-        cdef uint32_t h
+        cdef int32_t key_hash
         cdef int64_t off
         cdef rmq_record rec
         self._cache_sync()
-        try:
-            t = <const unsigned char *>PyUnicode_AsUTF8AndSize(topic, &tlen)
-            k = <const unsigned char *>PyUnicode_AsUTF8AndSize(key, &klen)
-        except UnicodeEncodeError:
+        if not _encode_key(topic, key, &t, &tlen, &k, &klen, &key_hash):
             return None
-        h = rmq_java_hash_utf8(0, t, <size_t>tlen, &bad)
-        h = rmq_java_hash_utf8(h, <const unsigned char *>b"#", 1, &bad)
-        h = rmq_java_hash_utf8(h, k, <size_t>klen, &bad)
-        off = rmq_kc_get(&self._kc.c, rmq_index_key_hash(rmq_hash_as_int32(h)))
+        off = rmq_kc_get(&self._kc.c, key_hash)
         if off < 0 or self._check_hit(off, t, tlen, k, klen, 0, cl_end, True, &rec, &buf) != 1:
             return None
         return PyBytes_FromStringAndSize(<const char *>buf + rec.body_pos, rec.body_len)

@@ -153,26 +153,7 @@ class KeyLookup:
         hits: list[int] = []
         best_body: bytes | None = None
         for off in raw:
-            if off < cl_min or off >= cl_end:
-                continue
-            j = bisect_right(self._from, off) - 1
-            if j < 0:
-                continue
-            buf, base = self._cl[j], self._from[j]
-            limit = min(len(memoryview(buf)), cl_end - base)
-            st, _size = _codec.check_record(buf, off - base, limit, verify_crc)
-            if st in (ST_BLANK, ST_END):
-                continue
-            if st != ST_MSG:
-                return False, None
-            rec = _codec.decode_record(buf, off - base, limit, False)
-            assert rec is not None
-            body, rtopic, props = rec[16], rec[17], rec[18]
-            if rtopic != tb:
-                if _utf8(rtopic) is None:
-                    return False, None
-                continue
-            m = props_have_key(props, kb)
+            m, body = self._check_hit(off, tb, kb, cl_min, cl_end, verify_crc)
             if m < 0:
                 return False, None
             if m:
@@ -183,6 +164,30 @@ class KeyLookup:
             return True, best_body
         hits.sort()
         return True, hits
+
+    def _check_hit(self, off: int, tb: bytes, kb: bytes, cl_min: int, cl_end: int,
+                   verify_crc: bool) -> tuple[int, bytes | None]:
+        """Is the record at ``off`` a valid message of topic ``tb`` with key ``kb``? (1, its body)
+        yes; (0, None) no (or outside ``[cl_min, cl_end)``, or not a message); (-1, None) when the
+        general path must decide."""
+        if off < cl_min or off >= cl_end:
+            return 0, None
+        j = bisect_right(self._from, off) - 1
+        if j < 0:
+            return 0, None
+        buf, base = self._cl[j], self._from[j]
+        limit = min(len(memoryview(buf)), cl_end - base)
+        st, _size = _codec.check_record(buf, off - base, limit, verify_crc)
+        if st in (ST_BLANK, ST_END):
+            return 0, None
+        if st != ST_MSG:
+            return -1, None
+        rec = _codec.decode_record(buf, off - base, limit, False)
+        assert rec is not None
+        if rec[17] != tb:
+            return (0 if _utf8(rec[17]) is not None else -1), None
+        m = props_have_key(rec[18], kb)
+        return m, (rec[16] if m == 1 else None)
 
     def _end_now(self) -> int:
         """The CommitLog end a query sees: the appender's published end (``static_end`` while it
@@ -233,17 +238,7 @@ class KeyLookup:
         except UnicodeEncodeError:
             return None
         off = cache.newest(index_key_hash(topic + "#" + key))
-        if off < 0 or off >= cl_end:
+        if off < 0:
             return None
-        j = bisect_right(self._from, off) - 1
-        if j < 0:
-            return None
-        buf, base = self._cl[j], self._from[j]
-        limit = min(len(memoryview(buf)), cl_end - base)
-        st, _size = _codec.check_record(buf, off - base, limit, True)
-        if st != ST_MSG:
-            return None
-        rec = _codec.decode_record(buf, off - base, limit, False)
-        if rec is None or rec[17] != tb or props_have_key(rec[18], kb) != 1:
-            return None
-        return rec[16]  # type: ignore[no-any-return]
+        m, body = self._check_hit(off, tb, kb, 0, cl_end, True)
+        return body if m == 1 else None
