@@ -333,8 +333,8 @@ class CommitLog:
             raise ConfigError("the CommitLog was opened read-only")
         mf = self._writable(self.max_offset)
         mf.prefault(mf.wrote_position)
-        self.queue.prepare_next(prefault=True)  # a no-op when the next file is already being made
-        self.queue.wait_prepared(prefault=True)
+        self.queue.prepare_next(prefault=False)  # a no-op when the next file is already being made
+        self.queue.wait_prepared(prefault=True)  # faulted in once, here, however it was prepared
 
     def put(
         self,
