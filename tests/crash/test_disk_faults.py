@@ -73,8 +73,11 @@ class PowerLoss(fileops.FileOps):
         self.durable[mapped.path] = bytes(mapped.mm[:])
 
     def image(self, src: Path, dst: Path) -> None:
+        # one snapshot of what was durable: the store's threads (flushes, the next file's creation)
+        # go on meanwhile, and iterating the live dict failed when one of them added a file
+        durable = dict(self.durable)
         shutil.copytree(src, dst, ignore=shutil.ignore_patterns("rmqcore-index"))
-        for path, data in self.durable.items():
+        for path, data in durable.items():
             rel = Path(path).relative_to(src)
             if (dst / rel).exists():
                 (dst / rel).write_bytes(data)
