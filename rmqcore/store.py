@@ -99,6 +99,8 @@ class GetResult:
 
 
 _REPUT_STEP = 32 * 1024 * 1024  # CommitLog bytes the reput thread dispatches per step
+_LIVE_NAP_NS = 50_000  # a live run caught up with the writer looks again after this long ...
+_LIVE_IDLE_NS = 4_000_000  # ... for this long at most, then returns
 
 
 def _ram_bytes() -> int:
@@ -210,6 +212,9 @@ class MessageStore:
         self._keylookup = _impl.kernel("keylookup", self.impl)
         self._reput_pub = np.zeros(1, dtype=np.int64)  # reput_from_offset, as the native lookup reads it
         self._dispatcher = self._dispatch_kernel.Dispatcher()
+        self._lock_wanted = np.zeros(1, dtype=np.int64)  # callers waiting for the dispatch lock
+        self._wanted_mutex = threading.Lock()
+        self._n_wanted = 0
         self._bound: dict[tuple[bytes, int], tuple[ConsumeQueue, Any]] = {}
         self._bound_index: Any = None
         self._seg_state = np.zeros(10, dtype=np.int64)
@@ -251,6 +256,12 @@ class MessageStore:
         self._reput_error: RmqError | None = None
         self._read_your_writes = cfg.dispatch != "background" and not self.read_only
         if cfg.dispatch != "inline" and not self.read_only:
+            # the reput thread asks the writers for the GIL through this word (Appender.set_gil_request)
+            self._gil_request = np.zeros(1, dtype=np.int64)
+            self.commitlog._appender.set_gil_request(self._gil_request)
+            self._dispatcher.set_signals(self._gil_request, self._lock_wanted)
+            # caught up with a busy writer, a run naps for more instead of returning for the GIL
+            self._dispatcher.live_nap(_LIVE_NAP_NS, _LIVE_IDLE_NS)
             self._reput_thread = threading.Thread(target=self._reput_loop, name="rmqcore-reput", daemon=True)
             self._reput_thread.start()
 
@@ -336,6 +347,7 @@ class MessageStore:
         else:
             start = max(redispatch_from, cl_min)
         self.reput_from_offset = min(max(start, 0), end)
+        self._index_resume = (-1, 0)
         self._reput_pub[0] = self.reput_from_offset
         self.segindex = None
         if not self.read_only:
@@ -557,68 +569,102 @@ class MessageStore:
 
     def _dispatch(self, limit: int | None, live: bool) -> int:
         """``dispatch``; with ``live`` (the reput thread) each run also follows the records the
-        writer completes meanwhile, up to ``limit``, without coming back for the GIL."""
+        writer completes meanwhile, up to ``limit``, without coming back for the GIL, and the
+        writers hand the GIL over whenever a run ends (until this returns)."""
+        if not live:
+            with self._dispatch_locked():
+                return self._dispatch_runs(limit, False)
+        try:
+            with self._dispatch_lock:
+                return self._dispatch_runs(limit, True)
+        finally:
+            self._dispatcher.end_gil_request()  # done with Python work: writers keep the GIL
+
+    @contextlib.contextmanager
+    def _dispatch_locked(self) -> Iterator[None]:
+        """The dispatch lock, for any thread but the reput thread: while this one waits for it, a
+        live run napping for the writer returns instead of napping on."""
+        with self._wanted_mutex:
+            self._n_wanted += 1
+            self._lock_wanted[0] = self._n_wanted
+        try:
+            self._dispatch_lock.acquire()
+        finally:
+            with self._wanted_mutex:
+                self._n_wanted -= 1
+                self._lock_wanted[0] = self._n_wanted
+        try:
+            yield
+        finally:
+            self._dispatch_lock.release()
+
+    def _dispatch_runs(self, limit: int | None, live: bool) -> int:
         self._check_open()
-        with self._dispatch_lock:
-            cl = self.commitlog
-            cap = cl.max_offset if limit is None else limit
-            end = min(cap, cl.max_offset)
-            live_arr = cl._appender.live if live else None
-            dsp = self._dispatcher
-            k = self._dispatch_kernel
-            index_on = self.index is not None
-            state, seg_out = self._seg_state, self._seg_out
-            n_total = 0
+        cl = self.commitlog
+        cap = cl.max_offset if limit is None else limit
+        end = min(cap, cl.max_offset)
+        live_arr = cl._appender.live if live else None
+        dsp = self._dispatcher
+        k = self._dispatch_kernel
+        index_on = self.index is not None
+        state, seg_out = self._seg_state, self._seg_out
+        n_total = 0
+        # a record whose keys went into two index files (the first filled up) resumes at its
+        # key first_key; kept across calls, as a live run may have gone past this call's end
+        at_key, first_key = self._index_resume
+        if at_key != self.reput_from_offset:
             first_key = 0
-            while self.reput_from_offset < end:
-                try:
-                    mf = cl.queue.find(self.reput_from_offset)
-                except OffsetOutOfRangeError:
+            self._index_resume = (-1, 0)
+        while self.reput_from_offset < end:
+            try:
+                mf = cl.queue.find(self.reput_from_offset)
+            except OffsetOutOfRangeError:
+                break
+            base = mf.file_from_offset
+            pos = self.reput_from_offset - base
+            stop_at = min(mf.wrote_position, end - base)
+            seg = self.segindex.for_file(base) if self.segindex is not None else None
+            if seg is not None:
+                seg.export_state(state)
+            else:
+                state[9] = 0
+            done, at, status, stop, a, b, c, d, max_ts, nseg = dsp.run(
+                mf.mm, base, pos, stop_at, False, index_on, first_key, state, seg_out, live_arr,
+                max(stop_at, min(cap - base, mf.file_size)))
+            first_key = 0
+            if seg is not None:
+                seg.import_state(state, seg_out, nseg)
+            self._sync_queues()
+            if index_on and self._bound_index is not None:
+                self._bound_index._dirty = True
+            if max_ts > self._last_dispatched_ts:
+                self._last_dispatched_ts = max_ts
+            n_total += done
+            nxt = base + at
+            if stop == k.STOP_QUEUE:
+                self._bind_queue(bytes(mf.mm[a : a + b]), c, d)
+            elif stop == k.STOP_INDEX:
+                self._bind_index()
+                first_key = a
+                self._index_resume = (base + at, a)
+            elif stop == k.STOP_SPECIAL:
+                nxt = self._dispatch_one(mf, at)
+                n_total += 1
+            elif stop == k.STOP_NONE:
+                if status == L.ST_BLANK:
+                    nxt = mf.file_end_offset
+                elif done == 0 and status < 0 and at < stop_at:
+                    if status == L.ST_TORN and base + stop_at < cl.max_offset:
+                        break  # the record crosses this call's limit: the next call takes it
+                    # RocketMQ logs and stops here; recovery cuts such bytes, so report them
+                    raise_status(cl._codec, status, mf.path, at)
+                if nxt <= self.reput_from_offset:
                     break
-                base = mf.file_from_offset
-                pos = self.reput_from_offset - base
-                stop_at = min(mf.wrote_position, end - base)
-                seg = self.segindex.for_file(base) if self.segindex is not None else None
-                if seg is not None:
-                    seg.export_state(state)
-                else:
-                    state[9] = 0
-                done, at, status, stop, a, b, c, d, max_ts, nseg = dsp.run(
-                    mf.mm, base, pos, stop_at, False, index_on, first_key, state, seg_out, live_arr,
-                    max(stop_at, min(cap - base, mf.file_size)))
-                first_key = 0
-                if seg is not None:
-                    seg.import_state(state, seg_out, nseg)
-                self._sync_queues()
-                if index_on and self._bound_index is not None:
-                    self._bound_index._dirty = True
-                if max_ts > self._last_dispatched_ts:
-                    self._last_dispatched_ts = max_ts
-                n_total += done
-                nxt = base + at
-                if stop == k.STOP_QUEUE:
-                    self._bind_queue(bytes(mf.mm[a : a + b]), c, d)
-                elif stop == k.STOP_INDEX:
-                    self._bind_index()
-                    first_key = a
-                elif stop == k.STOP_SPECIAL:
-                    nxt = self._dispatch_one(mf, at)
-                    n_total += 1
-                elif stop == k.STOP_NONE:
-                    if status == L.ST_BLANK:
-                        nxt = mf.file_end_offset
-                    elif done == 0 and status < 0 and at < stop_at:
-                        if status == L.ST_TORN and base + stop_at < cl.max_offset:
-                            break  # the record crosses this call's limit: the next call takes it
-                        # RocketMQ logs and stops here; recovery cuts such bytes, so report them
-                        raise_status(cl._codec, status, mf.path, at)
-                    if nxt <= self.reput_from_offset:
-                        break
-                self.reput_from_offset = nxt
-            self._reput_pub[0] = self.reput_from_offset
-            if self._lookup is not None and self._lookup_stale():
-                self._drop_lookup()  # files came or went: the next lookup rebuilds it
-            return n_total
+            self.reput_from_offset = nxt
+        self._reput_pub[0] = self.reput_from_offset
+        if self._lookup is not None and self._lookup_stale():
+            self._drop_lookup()  # files came or went: the next lookup rebuilds it
+        return n_total
 
     def _sync_queues(self) -> None:
         """Publish what the dispatcher wrote: each queue's write position and max physical offset."""
@@ -730,18 +776,22 @@ class MessageStore:
         for themselves wait on the same lock), sleeping 1 ms (up to 16 ms while idle) when there
         is nothing to do."""
         idle = 0.001
-        while not self._stop.is_set():
-            try:
+        try:
+            while not self._stop.is_set():
                 if self._dispatch(self.reput_from_offset + _REPUT_STEP, True) == 0:
-                    self._stop.wait(idle)
+                    if self._stop.is_set():
+                        return
+                    self._dispatcher.nap(idle)  # ends with a GIL request the writers answer
                     idle = min(idle * 2, 0.016)  # an idle store costs ~60 wake-ups a second
                 else:
                     idle = 0.001
-            except StoreClosedError:
-                return
-            except RmqError as e:  # the next dispatch on a caller's thread meets it again and raises
-                self._reput_error = e
-                return
+        except StoreClosedError:
+            return
+        except RmqError as e:  # the next dispatch on a caller's thread meets it again and raises
+            self._reput_error = e
+            return
+        finally:
+            self._dispatcher.end_gil_request()
 
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Wait until dispatch has caught up with the CommitLog (background mode)."""
@@ -1129,7 +1179,7 @@ class MessageStore:
             return []
         self._caught_up()
         self._drop_lookup()
-        with self._dispatch_lock:
+        with self._dispatch_locked():
             self._release_dispatcher()
             deleted: list[str] = []
             reserve_ms = cfg.file_reserved_time_hours * 3600 * 1000
@@ -1208,7 +1258,7 @@ class MessageStore:
         if self._closed:
             return
         self._persist_topics_if_dirty()
-        with self._dispatch_lock:
+        with self._dispatch_locked():
             for cq in list(self.consume_queues.values()):
                 cq.flush()
             if self.index is not None:
@@ -1235,6 +1285,8 @@ class MessageStore:
         if self._reput_thread is not None:
             self._stop.set()
             self._reput_thread.join()
+            self.commitlog._appender.set_gil_request(None)
+            self._dispatcher.set_signals(None, None)
         for svc in (self._group_commit, self._async_flush, self._logics_flush):
             if svc is not None:
                 svc.stop()

@@ -666,3 +666,44 @@ def test_sparse_points_twins(sizes: list[int], since: int, interval: int) -> Non
         if sizes:
             with pytest.raises(ValueError, match="needed"):
                 k.sparse_points(arr, since, interval, np.empty(len(sizes) - 1, dtype=np.int64))
+
+
+def test_live_run_naps_for_the_writer_until_another_thread_wants_to_dispatch(dsp: Any) -> None:
+    """Dispatcher.live_nap / set_signals: a live run that has caught up naps without the GIL
+    instead of returning, and returns once ``wanted`` is nonzero; leaving, it asks the writers for
+    the GIL (a new nonzero request number), and ``end_gil_request`` clears it."""
+    import threading
+
+    d = dsp.Dispatcher()
+    req, wanted = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    d.set_signals(req, wanted)
+    d.live_nap(100_000, 60_000_000_000)  # up to a minute of naps: only `wanted` ends this run
+    buf = bytearray(4096)
+    seg, seg_out = np.zeros(10, dtype=np.int64), np.zeros((4, 8), dtype=np.int64)
+    order: list[str] = []
+
+    def other() -> None:
+        order.append("wanted")  # runs while the run naps without the GIL (pure twin: in its sleeps)
+        wanted[0] = 1
+
+    t = threading.Timer(0.05, other)
+    t.start()
+    out = d.run(buf, 0, 0, 0, False, False, 0, seg, seg_out, np.zeros(1, dtype=np.int64), len(buf))
+    order.append("returned")
+    t.join()
+    assert order == ["wanted", "returned"]
+    assert out[0] == 0 and out[1] == 0  # nothing dispatched
+    first = int(req[0])
+    assert first != 0
+    d.end_gil_request()
+    assert req[0] == 0
+    d.nap(0.001)  # a nap between runs also ends with a new request
+    assert req[0] not in (0, first)
+    wanted[0] = 0
+    d.live_nap(0, 0)  # no naps: a caught-up run returns at once
+    d.run(buf, 0, 0, 0, False, False, 0, seg, seg_out, np.zeros(1, dtype=np.int64), len(buf))
+    with pytest.raises(ValueError):
+        d.live_nap(-1, 0)
+    with pytest.raises(ValueError):
+        d.nap(-1.0)
+    d.set_signals(None, None)

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -163,4 +164,81 @@ def test_reput_steps_that_cut_records_are_not_errors(tmp_path: Path, impl, monke
         assert sum(s.max_offset("T", q) for q in range(3)) == 300
         assert [m.body[:6] for m in s.query_by_key("T", "k123")] == [b"m00123"]
     finally:
+        s.close()
+
+
+def test_index_resume_survives_a_live_run_past_the_call_end(tmp_path: Path, impl) -> None:
+    """A live run (the reput thread's) follows the writer past the end its call was given. When the
+    index file fills in the middle of a record out there, the record's remaining keys go into the
+    next file on the next call, and its first keys are not put twice: the index files are the same
+    as those one plain dispatch writes."""
+    geom = dict(commitlog_file_size=8 << 20, index_slots=97, index_entries=1000)  # 999 keys per file
+    bodies = [b"r%05d" % i + b"." * 1000 for i in range(2600)]  # > 2 MiB: the native run lags 2 MiB
+
+    def fill(d: Path) -> MessageStore:
+        s = MessageStore(d, impl=impl.name, dispatch="inline", clock=lambda: 1_700_000_000_000, **geom)
+        for i, body in enumerate(bodies):  # 4 keys per record: a file fills at record 249, key 3
+            s.put("T", body, 0, keys=f"a{i} b{i} c{i} d{i}")
+        return s
+
+    s = fill(tmp_path / "live")
+    first_end = s.commitlog.read(0).size
+    # the reput thread's call: it saw the CommitLog end at the first record, then the writer went on
+    cl_type = type(s.commitlog)
+    real_max = cl_type.max_offset
+    cl_type.max_offset = property(lambda self: first_end)  # type: ignore[assignment]
+    try:
+        s._dispatch(1 << 40, True)
+    finally:
+        cl_type.max_offset = real_max  # type: ignore[assignment]
+    assert s.reput_from_offset > first_end  # the run went on past its call's end ...
+    s.dispatch()  # ... and stopped inside a record there, where this call resumes
+    ref = fill(tmp_path / "ref")
+    ref.dispatch()
+    try:
+        assert [h.entries for h in s.index.files] == [999] * 10 + [2600 * 4 - 9990]
+        assert [bytes(f.buffer) for f in s.index] == [bytes(f.buffer) for f in ref.index]
+        assert len(s.query_offsets("T", "d249")) == 1 and len(s.query_offsets("T", "a250")) == 1
+    finally:
+        s.close()
+        ref.close()
+
+
+def test_puts_hand_the_gil_to_a_dispatch_thread_that_asks(tmp_path: Path, impl) -> None:
+    """Appender.set_gil_request: a put that sees a new request number lets the GIL go until the
+    number changes (a thread that asks gets to run Python code before the put returns); a number it
+    has seen does not stop it again, and without an answer it waits 20 ms at most."""
+    import numpy as np
+
+    s = MessageStore(tmp_path, impl=impl.name, dispatch="inline", **GEOM)
+    req = np.zeros(1, dtype=np.int64)
+    app = s.commitlog._appender
+    app.set_gil_request(req)
+    try:
+        def attempt(number: int) -> list[str]:
+            order: list[str] = []
+
+            def dispatcher_side() -> None:
+                time.sleep(0.002)  # lets the GIL go: the main thread reaches its put meanwhile
+                order.append("answered")  # needs the GIL, which the put below holds unless it hands it over
+                req[0] = 0
+
+            req[0] = number
+            t = threading.Thread(target=dispatcher_side)
+            t.start()
+            s.put("T", b"x", 0)
+            order.append("put returned")
+            t.join()
+            return order
+
+        # the put waits at most 20 ms for the answer: a loaded machine may miss one
+        assert ["answered", "put returned"] in [attempt(n) for n in (5, 6, 7)]
+        req[0] = 8  # nobody answers: the put goes on after its bounded wait, and only once
+        for _ in range(3):
+            s.put("T", b"y", 0)
+        assert s.commitlog.max_offset > 0
+        with pytest.raises(ValueError):
+            app.set_gil_request(np.zeros(1, dtype=np.int32))
+    finally:
+        app.set_gil_request(None)
         s.close()

@@ -9,7 +9,7 @@ cannot be closed or resized) while the appender may write into it. The writer lo
 a contended ``put`` waits for it with the GIL released. Unusual arguments (a properties mapping,
 non-ASCII tags, hosts as text) go through the owner's Python helpers, exactly as the pure twin.
 """
-from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_FORMAT, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLong, PyLong_Check
 from cpython.pythread cimport (
@@ -43,6 +43,38 @@ cdef extern from *:
     static inline void rmq_publish_end(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
     """
     void rmq_publish_end(int64_t *p, int64_t v) nogil
+
+cdef extern from *:
+    """
+    /* Wait, without the GIL, while *p still holds v (a dispatch thread's GIL request, see
+       Appender.set_gil_request), for at most max_ns: yield the CPU between looks. */
+    #if defined(_WIN32)
+    #include <windows.h>
+    static void rmq_wait_while(const int64_t *p, int64_t v, int64_t max_ns) {
+        ULONGLONG end = GetTickCount64() + (ULONGLONG)(max_ns / 1000000 + 1);
+        while (__atomic_load_n(p, __ATOMIC_ACQUIRE) == v && GetTickCount64() < end)
+            SwitchToThread();
+    }
+    #else
+    #include <sched.h>
+    #include <time.h>
+    static int64_t rmq_mono_ns(void) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+    }
+    static void rmq_wait_while(const int64_t *p, int64_t v, int64_t max_ns) {
+        int64_t end = rmq_mono_ns() + max_ns;
+        while (__atomic_load_n(p, __ATOMIC_ACQUIRE) == v && rmq_mono_ns() < end)
+            sched_yield();
+    }
+    #endif
+    static inline int64_t rmq_load_acquire(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    """
+    void rmq_wait_while(const int64_t *p, int64_t v, int64_t max_ns) nogil
+    int64_t rmq_load_acquire(const int64_t *p) nogil
+
+DEF GIL_YIELD_MAX_NS = 20_000_000  # a dispatch thread's bind work (file creation) takes a few ms
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -173,9 +205,13 @@ cdef class Appender:
     cdef PyThread_type_lock _lock
     cdef readonly object live  # int64[1]: global offset after the last complete record, -1 when unbound
     cdef int64_t *_live
+    cdef Py_buffer _gil_view  # held while _gil_req points into it
+    cdef const int64_t *_gil_req
+    cdef int64_t _gil_seen
 
     def __cinit__(self):
         self._has_view = False
+        self._gil_req = NULL
         self._lock = PyThread_allocate_lock()
         if self._lock == NULL:
             raise MemoryError()
@@ -195,6 +231,7 @@ cdef class Appender:
         self.live = np.full(1, -1, dtype=np.int64)
         self._live = <int64_t *><size_t>self.live.ctypes.data
         self.live.flags.writeable = False
+        self._gil_seen = 0
 
     def __dealloc__(self):
         if self._has_view:
@@ -202,6 +239,9 @@ cdef class Appender:
             self._has_view = False
         if self._lock != NULL:
             PyThread_free_lock(self._lock)
+        if self._gil_req != NULL:
+            self._gil_req = NULL
+            PyBuffer_Release(&self._gil_view)
 
     # -- lock ---------------------------------------------------------------------------------------
     cdef inline void _acquire(self) noexcept:
@@ -219,6 +259,40 @@ cdef class Appender:
 
     def acquire(self):
         self._acquire()
+
+    # -- handing the GIL to the dispatch thread -----------------------------------------------------
+    def set_gil_request(self, request):
+        """Share ``request`` (int64[1], or None) with a thread that dispatches without the GIL
+        (the reput thread). It writes a new nonzero number there when it leaves its nogil run and
+        needs the GIL, and 0 once it is back in nogil code. A put that sees a number it has not
+        yet seen lets the GIL go and waits (up to 20 ms) until that number changes.
+
+        Why: a thread that wants the GIL back from a thread running Python code waits for the
+        switch interval (5 ms), and a dispatch thread needs it a few times per step. Under a
+        put loop it spent about half its time waiting, and dispatch fell behind the puts."""
+        cdef Py_buffer view
+        if request is not None:
+            PyObject_GetBuffer(request, &view, PyBUF_WRITABLE | PyBUF_FORMAT)
+            if view.len < 8 or view.itemsize != 8 or view.format == NULL or view.format[0] not in b"qlL" \
+                    or (<size_t>view.buf) % 8 != 0:
+                PyBuffer_Release(&view)
+                raise ValueError("request must be an aligned, writable int64[1]")
+        if self._gil_req != NULL:
+            self._gil_req = NULL
+            PyBuffer_Release(&self._gil_view)
+        if request is not None:
+            self._gil_view = view
+            self._gil_req = <const int64_t *>view.buf
+
+    cdef inline void _yield_gil(self) noexcept:
+        cdef int64_t r
+        if self._gil_req == NULL:
+            return
+        r = rmq_load_acquire(self._gil_req)
+        if r != 0 and r != self._gil_seen:
+            self._gil_seen = r
+            with nogil:
+                rmq_wait_while(self._gil_req, r, GIL_YIELD_MAX_NS)
 
     def release(self):
         self._release()
@@ -442,6 +516,7 @@ cdef class Appender:
             if size + BLANK_SIZE > self.file_size:
                 raise MessageTooLargeError(f"a record of {size} bytes does not fit in a {self.file_size}-byte file")
             crc = rmq_body_crc(m.body, <size_t>m.body_len)
+            self._yield_gil()
             self._acquire()
             try:
                 mf = self._file()
@@ -495,6 +570,7 @@ cdef class Appender:
         cdef _Queues qt
         sizes = np.empty(n, dtype=np.int64)
         v2 = len(topic) > 127
+        self._yield_gil()
         self._acquire()
         try:
             mf = self._file()

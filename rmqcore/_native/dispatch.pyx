@@ -177,7 +177,7 @@ def sparse_points(const int64_t[::1] sizes not None, int64_t since, int64_t inte
 
 # -- Dispatcher: ReputMessageService's whole per-record work in one nogil loop --------------------
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release
+from cpython.buffer cimport PyBUF_FORMAT, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.stdint cimport int32_t, uint32_t, uint64_t
 
@@ -202,9 +202,24 @@ cdef extern from *:
     """
     #define rmq_prefetch_w(p) __builtin_prefetch((p), 1, 3)
     static inline int64_t rmq_observe_end(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline void rmq_publish_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    #if defined(_WIN32)
+    #include <windows.h>
+    static void rmq_sleep_ns(int64_t ns) { Sleep((DWORD)((ns + 999999) / 1000000)); }
+    #else
+    #include <time.h>
+    static void rmq_sleep_ns(int64_t ns) {
+        struct timespec t;
+        t.tv_sec = (time_t)(ns / 1000000000);
+        t.tv_nsec = (long)(ns % 1000000000);
+        while (nanosleep(&t, &t) != 0) {}
+    }
+    #endif
     """
     void rmq_prefetch_w(const void *p) nogil
     int64_t rmq_observe_end(const int64_t *p) nogil
+    void rmq_publish_i64(int64_t *p, int64_t v) nogil
+    void rmq_sleep_ns(int64_t ns) nogil
 
 DEF LIVE_LAG = 2 * 1024 * 1024  # follow the writer this far behind: its newest lines stay in its core's cache
 DEF CHUNK = 4000  # records per scan: not a multiple of 512 (4 KiB-multiple row strides thrash L1)
@@ -249,8 +264,18 @@ cdef class Dispatcher:
     cdef int64_t *_keys
     cdef int64_t *_touched
     cdef int64_t _ntouched
+    cdef Py_buffer _gil_view  # held while _gil_req points into it
+    cdef int64_t *_gil_req
+    cdef int64_t _gil_seq
+    cdef Py_buffer _wanted_view  # held while _wanted points into it
+    cdef const int64_t *_wanted
+    cdef int64_t _nap_ns, _nap_max_ns
 
     def __cinit__(self):
+        self._gil_req = NULL
+        self._gil_seq = 0
+        self._wanted = NULL
+        self._nap_ns = self._nap_max_ns = 0
         self._slots = NULL
         self._views = NULL
         self._table = NULL
@@ -266,6 +291,7 @@ cdef class Dispatcher:
 
     def __dealloc__(self):
         cdef int64_t i
+        self.set_signals(None, None)
         self.release()
         for i in range(self._nslots):
             free(self._slots[i].topic)
@@ -383,6 +409,69 @@ cdef class Dispatcher:
         self._idx_bound = 1
         self._islots, self._ientries = <uint32_t>slot_count, <uint32_t>max_entries
 
+    def set_signals(self, request, wanted):
+        """Share two int64[1] words with the threads around a live run (either may be None).
+
+        ``request``, with the writers (``Appender.set_gil_request``): a live run writes a new
+        nonzero number there just before it leaves its nogil loop and needs the GIL, and 0 when it
+        enters it; ``end_gil_request`` writes 0 when the thread is done with Python work.
+        ``wanted``: nonzero while another thread waits to dispatch (the store's dispatch lock).
+        A live run that has caught up with the writer naps without the GIL (``live_nap``) for the
+        writer to go on, and returns instead when this is nonzero."""
+        cdef Py_buffer rv, wv
+        cdef bint has_r = False
+        try:
+            if request is not None:
+                _get_buffer(request, &rv, PyBUF_WRITABLE | PyBUF_FORMAT)
+                has_r = True
+                if rv.len < 8 or rv.itemsize != 8 or (<size_t>rv.buf) % 8 != 0:
+                    raise ValueError("request must be an aligned, writable int64[1]")
+            if wanted is not None:
+                _get_buffer(wanted, &wv, PyBUF_FORMAT)
+                if wv.len < 8 or wv.itemsize != 8 or (<size_t>wv.buf) % 8 != 0:
+                    PyBuffer_Release(&wv)
+                    raise ValueError("wanted must be an aligned int64[1]")
+        except BaseException:
+            if has_r:
+                PyBuffer_Release(&rv)
+            raise
+        if self._gil_req != NULL:
+            self._gil_req = NULL
+            PyBuffer_Release(&self._gil_view)
+        if self._wanted != NULL:
+            self._wanted = NULL
+            PyBuffer_Release(&self._wanted_view)
+        if request is not None:
+            self._gil_view = rv
+            self._gil_req = <int64_t *>rv.buf
+        if wanted is not None:
+            self._wanted_view = wv
+            self._wanted = <const int64_t *>wv.buf
+
+    def live_nap(self, int64_t nap_ns, int64_t max_idle_ns):
+        """How a live run that has caught up with the writer waits for more: naps of ``nap_ns``
+        without the GIL, for at most ``max_idle_ns`` in a row (0: return at once, as before)."""
+        if nap_ns < 0 or max_idle_ns < 0:
+            raise ValueError("nap times must be >= 0")
+        self._nap_ns, self._nap_max_ns = nap_ns, (max_idle_ns if nap_ns > 0 else 0)
+
+    def end_gil_request(self):
+        if self._gil_req != NULL:
+            rmq_publish_i64(self._gil_req, 0)
+
+    def nap(self, double seconds):
+        """Sleep without the GIL (the reput thread between runs), then, like the end of a live run,
+        ask the writers for the GIL: a sleeping thread that wakes up behind a busy writer would
+        otherwise wait out the 5 ms switch interval."""
+        cdef int64_t *gr = self._gil_req
+        if not seconds >= 0:
+            raise ValueError(f"nap of {seconds} s")
+        with nogil:
+            rmq_sleep_ns(<int64_t>(seconds * 1e9))
+            if gr != NULL:
+                self._gil_seq += 1
+                rmq_publish_i64(gr, self._gil_seq)
+
     def release(self):
         """Let go of every bound buffer (before any of them is unmapped)."""
         cdef int64_t i
@@ -429,6 +518,9 @@ cdef class Dispatcher:
         cdef int64_t seg_cap = seg_out.shape[1], nseg = 0
         cdef int seg_on
         cdef int64_t s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t
+        cdef int64_t *gr
+        cdef const int64_t *wp = self._wanted
+        cdef int64_t idle = 0, nap = self._nap_ns, nap_max = self._nap_max_ns
         if pos < 0 or limit < pos or limit > n:
             raise ValueError(f"range [{pos}, {limit}) outside a buffer of {n} bytes")
         if live is not None:
@@ -441,7 +533,10 @@ cdef class Dispatcher:
         seg_on = seg[9] != 0
         s_count, s_end, s_since, s_max, s_omax = seg[0], seg[1], seg[2], seg[3], seg[4]
         s_mono, s_floor, s_interval, s_last_t = seg[5], seg[6], seg[7], seg[8]
+        gr = self._gil_req if lp != NULL else NULL
         with nogil:
+            if gr != NULL:
+                rmq_publish_i64(gr, 0)  # in nogil code: writers need not hand the GIL over
             while stop == 0:
                 if at >= limit:
                     if lp != NULL:  # follow the writer: records completed since the call began
@@ -452,6 +547,13 @@ cdef class Dispatcher:
                             v = live_cap
                         if v > limit:
                             limit = v
+                            idle = 0
+                            continue
+                        # caught up: nap for the writer (no GIL needed) unless someone waits to dispatch
+                        if (idle < nap_max and limit < live_cap
+                                and (wp == NULL or rmq_observe_end(wp) == 0)):
+                            rmq_sleep_ns(nap)
+                            idle += nap
                             continue
                     break
                 st = rmq_dispatch_batch(base, at, limit, verify_crc, CHUNK, cols, CHUNK, 1, disp, CHUNK, 1,
@@ -563,6 +665,9 @@ cdef class Dispatcher:
                 at = end_pos
                 if st != RMQ_ST_MSG and not (st == RMQ_ST_END and lp != NULL and at >= limit):
                     break
+            if gr != NULL:  # about to wait for the GIL: ask the writers to hand it over
+                self._gil_seq += 1
+                rmq_publish_i64(gr, self._gil_seq)
         seg[0], seg[1], seg[2], seg[3], seg[4] = s_count, s_end, s_since, s_max, s_omax
         seg[5], seg[6], seg[7], seg[8] = s_mono, s_floor, s_interval, s_last_t
         if stop == 0 and st == RMQ_ST_MSG:

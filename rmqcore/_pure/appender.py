@@ -141,6 +141,7 @@ def _int_field(v: Any, name: str, lo: int, hi: int) -> int:
     return int(v)
 
 
+_GIL_YIELD_MAX_S = 0.020  # a dispatch thread's bind work (file creation) takes a few ms
 _I32 = (-(2**31), 2**31 - 1)
 _I64 = (-(2**63), 2**63 - 1)
 
@@ -177,6 +178,8 @@ class Appender:
         self._live = np.full(1, -1, dtype=np.int64)
         self.live = self._live.view()
         self.live.flags.writeable = False
+        self._gil_req: Any = None
+        self._gil_seen = 0
 
     # -- state --------------------------------------------------------------------------------------
     def set_file(self, mf: Any) -> None:
@@ -191,6 +194,30 @@ class Appender:
 
     def acquire(self) -> None:
         self._lock.acquire()
+
+    # -- handing the GIL to the dispatch thread -----------------------------------------------------
+    def set_gil_request(self, request: Any) -> None:
+        """Share ``request`` (int64[1], or None) with a thread that dispatches without the GIL.
+        It holds a new nonzero number while that thread needs the GIL, 0 otherwise; a put that sees
+        a number it has not seen yet lets the GIL go until the number changes (at most 20 ms).
+        (This twin lets it go by sleeping; the native one waits without it.)"""
+        if request is not None:
+            a = np.asarray(request)
+            if a.dtype.itemsize != 8 or a.size < 1 or not a.flags.writeable:
+                raise ValueError("request must be an aligned, writable int64[1]")
+        self._gil_req = request
+        self._gil_seen = 0
+
+    def _yield_gil(self) -> None:
+        req = self._gil_req
+        if req is None:
+            return
+        r = int(req[0])
+        if r != 0 and r != self._gil_seen:
+            self._gil_seen = r
+            deadline = time.monotonic() + _GIL_YIELD_MAX_S
+            while int(req[0]) == r and time.monotonic() < deadline:
+                time.sleep(0)
 
     def release(self) -> None:
         self._lock.release()
@@ -262,6 +289,7 @@ class Appender:
         v2 = len(topic) > MAX_TOPIC_LEN_V1
         tran = sys_flag & TRANSACTION_MASK
         no_queue = tran == TRANSACTION_PREPARED or tran == TRANSACTION_ROLLBACK
+        self._yield_gil()
         with self._lock:
             mf = self._file()
             ts = self._clock()
@@ -307,6 +335,7 @@ class Appender:
         n = len(bodies)
         sizes = np.empty(n, dtype=np.int64)
         v2 = len(topic) > MAX_TOPIC_LEN_V1
+        self._yield_gil()
         with self._lock:
             mf = self._file()
             ts = self._clock()

@@ -21,6 +21,7 @@ string) and decodes values only to hash them.
 from __future__ import annotations
 
 import struct
+import time
 from operator import index as _index
 from typing import Any
 
@@ -288,6 +289,43 @@ class Dispatcher:
         self._touched: list[tuple[bytes, int]] = []
         self._idx: Any = None
         self._geom = (0, 0)
+        self._gil_req: Any = None
+        self._wanted: Any = None
+        self._nap = (0, 0)
+        self._gil_seq = 0
+
+    def set_signals(self, request: Any, wanted: Any) -> None:
+        """Share two int64[1] words with the threads around a live run (either may be None):
+        ``request`` with the writers (``Appender.set_gil_request``; a live run writes a new
+        nonzero number there when it ends and 0 when it starts, ``end_gil_request`` writes 0), and
+        ``wanted``, nonzero while another thread waits to dispatch: a live run that has caught up
+        with the writer naps (``live_nap``) for more, and returns instead when it is nonzero."""
+        for name, a, writable in (("request", request, True), ("wanted", wanted, False)):
+            if a is not None:
+                arr = np.asarray(a)
+                if arr.dtype.itemsize != 8 or arr.size < 1 or (writable and not arr.flags.writeable):
+                    raise ValueError(f"{name} must be an aligned{', writable' if writable else ''} int64[1]")
+        self._gil_req, self._wanted = request, wanted
+
+    def live_nap(self, nap_ns: int, max_idle_ns: int) -> None:
+        """Naps of ``nap_ns`` for at most ``max_idle_ns`` in a row while a live run waits for the
+        writer (0: return at once)."""
+        if nap_ns < 0 or max_idle_ns < 0:
+            raise ValueError("nap times must be >= 0")
+        self._nap = (int(nap_ns), int(max_idle_ns) if nap_ns > 0 else 0)
+
+    def end_gil_request(self) -> None:
+        if self._gil_req is not None:
+            self._gil_req[0] = 0
+
+    def nap(self, seconds: float) -> None:
+        """Sleep (the reput thread between runs), then ask the writers for the GIL."""
+        if not seconds >= 0:
+            raise ValueError(f"nap of {seconds} s")
+        time.sleep(seconds)
+        if self._gil_req is not None:
+            self._gil_seq += 1
+            self._gil_req[0] = self._gil_seq
 
     def bind_queue(self, topic: bytes, queue_id: int, buffer: Any, file_from: int, wrote: int,
                    max_phys: int) -> int:
@@ -346,12 +384,21 @@ class Dispatcher:
             int(x) for x in seg[:10])
         done, at, stop, args, max_ts, nseg, st = 0, pos, STOP_NONE, (0, 0, 0, 0), -1, 0, ST_MSG
         seg_cap = seg_out.shape[1]
+        gr = self._gil_req if live is not None else None
+        idle = 0
+        if gr is not None:
+            gr[0] = 0
         while stop == STOP_NONE:
             if at >= limit:
                 if live is not None:  # follow the writer: records completed since the call began
                     v = min(int(live[0]) - file_from, n, live_cap)
                     if v > limit:
-                        limit = v
+                        limit, idle = v, 0
+                        continue
+                    # caught up: nap for the writer unless someone waits to dispatch
+                    if idle < self._nap[1] and limit < live_cap and (self._wanted is None or self._wanted[0] == 0):
+                        time.sleep(self._nap[0] / 1e9)
+                        idle += self._nap[0]
                         continue
                 break
             try:
@@ -437,6 +484,9 @@ class Dispatcher:
             if st != ST_MSG and not (st == ST_END and live is not None and at >= limit):
                 break
         seg[:9] = [s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t]
+        if gr is not None:  # the run ends: ask the writers for the GIL
+            self._gil_seq += 1
+            gr[0] = self._gil_seq
         if stop == STOP_NONE and st == ST_MSG and at >= limit:
             st = ST_END
         return (done, at, st, stop, *args, max_ts, nseg)
