@@ -45,18 +45,22 @@ static inline uint64_t mix(int32_t hash) { /* the index hash is Java's String.ha
     return x ^ (x >> 29);
 }
 
-static void put_raw(rmq_kc_slot *t, uint64_t mask, int32_t hash, int64_t phys, uint64_t *used) {
+/* n: how many entries this call stands for (1 for a new entry; the held count when re-inserting
+ * while growing); the count saturates at 2, "more than one" */
+static void put_raw(rmq_kc_slot *t, uint64_t mask, int32_t hash, int64_t phys, int32_t n, uint64_t *used) {
     uint64_t i = mix(hash) & mask;
     for (;;) {
         rmq_kc_slot *s = &t[i];
         if (s->phys < 0) {
             s->hash = hash;
             s->phys = phys;
+            s->count = n > 2 ? 2 : n;
             (*used)++;
             return;
         }
         if (s->hash == hash) {
             if (phys > s->phys) s->phys = phys;
+            s->count = s->count + n > 2 ? 2 : s->count + n;
             return;
         }
         i = (i + 1) & mask;
@@ -84,7 +88,7 @@ static int grow(rmq_keycache *c) {
     rmq_kc_slot *t = alloc_table(cap, &bytes);
     if (!t) return -1;
     for (uint64_t i = 0; i < c->cap; i++)
-        if (c->t[i].phys >= 0) put_raw(t, cap - 1, c->t[i].hash, c->t[i].phys, &used);
+        if (c->t[i].phys >= 0) put_raw(t, cap - 1, c->t[i].hash, c->t[i].phys, c->t[i].count, &used);
     free_table(c->t, c->bytes);
     c->t = t;
     c->cap = cap;
@@ -95,17 +99,26 @@ static int grow(rmq_keycache *c) {
 
 int rmq_kc_put(rmq_keycache *c, int32_t hash, int64_t phys) {
     if ((c->used + 1) * 10 > c->cap * 7 && grow(c) != 0) return -1; /* load factor <= 0.7 */
-    put_raw(c->t, c->cap - 1, hash, phys, &c->used);
+    put_raw(c->t, c->cap - 1, hash, phys, 1, &c->used);
     return 0;
 }
 
 int64_t rmq_kc_get(const rmq_keycache *c, int32_t hash) {
+    int32_t n;
+    return rmq_kc_get_n(c, hash, &n);
+}
+
+int64_t rmq_kc_get_n(const rmq_keycache *c, int32_t hash, int32_t *n) {
+    *n = 0;
     if (!c->t) return -1;
     uint64_t mask = c->cap - 1, i = mix(hash) & mask;
     for (;;) {
         const rmq_kc_slot *s = &c->t[i];
         if (s->phys < 0) return -1;
-        if (s->hash == hash) return s->phys;
+        if (s->hash == hash) {
+            *n = s->count;
+            return s->phys;
+        }
         i = (i + 1) & mask;
     }
 }

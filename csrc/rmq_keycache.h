@@ -8,6 +8,8 @@
  * stored, then the record. It is derived data, rebuilt from the index files by reading their
  * entries sequentially; it never answers alone: the caller re-checks the record (CRC, topic,
  * key), and on any mismatch (a hash collision, a deleted or corrupt record) takes the full walk.
+ * It also counts the entries of each hash (up to "more than one"): for a hash indexed once, that
+ * entry is all a walk would find, which answers query_by_key's "every message with the key".
  */
 #ifndef RMQ_KEYCACHE_H
 #define RMQ_KEYCACHE_H
@@ -22,7 +24,7 @@ extern "C" {
 typedef struct {
     int64_t phys; /* -1: empty */
     int32_t hash;
-    int32_t pad;
+    int32_t count; /* entries taken in with this hash: 1, or 2 for more than one */
 } rmq_kc_slot;
 
 typedef struct {
@@ -39,6 +41,11 @@ void rmq_kc_free(rmq_keycache *c);
 int rmq_kc_put(rmq_keycache *c, int32_t hash, int64_t phys);
 /* The largest phys recorded for hash, or -1. */
 int64_t rmq_kc_get(const rmq_keycache *c, int32_t hash);
+/* rmq_kc_get, and in *n how many entries were taken in with hash: 0, 1, or 2 for more than one.
+ * With 1, that entry is the only one the ingested index files hold for the hash (entries are
+ * never taken in twice: the caller ingests each file's range once), so an index walk for the
+ * hash without a time window would find exactly it. */
+int64_t rmq_kc_get_n(const rmq_keycache *c, int32_t hash, int32_t *n);
 /* Add entries [from, to) of a mapped index file (entry i at 40 + slots*4 + i*20: hash, phys, ...).
  * The caller bounds to against the file's entry count and size. 0, or -1 when out of memory. */
 int rmq_kc_ingest(rmq_keycache *c, const unsigned char *index, uint32_t slots, uint32_t from, uint32_t to);

@@ -903,19 +903,19 @@ class MessageStore:
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
         if not raw:
-            offs = self._exact_offsets(topic, key, begin, end, max_num)
-            if offs is not None:  # the native one-call path; each record was checked there (CRC
-                # included), so it is decoded without CommitLog.read's range checks
-                cl = self.commitlog
-                find, decode = cl.queue.find, cl._codec.decode_record
-                out = []
-                for off in offs:
-                    try:
-                        mf = find(off)
-                    except OffsetOutOfRangeError:  # deleted since (clean_expired on another thread)
-                        continue
-                    out.append(MessageExt(off, decode(mf.mm, off - mf.file_from_offset, mf.wrote_position, False)))
-                return out
+            # the one-call path: the lookup finds, checks (CRC included) and decodes the matches
+            lk = self._lookup
+            if lk is not None:
+                try:
+                    got = lk.messages_now(topic, key, begin, end, max_num, MessageExt)
+                except ValueError:  # released by the reput thread (files changed) since we took it
+                    got = 2
+                if type(got) is list:
+                    return got
+            self._caught_up()
+            got = self._current_lookup().messages_now(topic, key, begin, end, max_num, MessageExt)
+            if type(got) is list:
+                return got
         offsets = self.query_offsets(topic, key, begin, end, max_num)
         out = []
         for off in offsets:
@@ -956,21 +956,6 @@ class MessageStore:
             return got  # type: ignore[no-any-return]
         found = self.query_by_key(topic, key, begin, end, self._max_batch)
         return found[-1].body if found else None
-
-    def _exact_offsets(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int] | None:
-        """The exact matches' offsets, ascending, from the native lookup; None when the general
-        path must answer."""
-        lk = self._lookup
-        if lk is not None:  # the fast path: one call, which also sees whether dispatch is behind
-            try:
-                got = lk.offsets_now(topic, key, begin, end, max_num)
-            except ValueError:  # released by the reput thread (files changed) since we took it
-                got = 2
-            if type(got) is list:
-                return got
-        self._caught_up()
-        got = self._current_lookup().offsets_now(topic, key, begin, end, max_num)
-        return got if type(got) is list else None
 
     def _lookup_stale(self) -> bool:
         """Index or CommitLog files came or went since the lookup was built."""

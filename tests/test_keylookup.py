@@ -208,6 +208,10 @@ def test_key_cache_drops_hash_collisions_and_keeps_the_newest(tmp_path: Path, im
         cache = s._key_cache
         assert cache is not None and cache.size == 1
         assert cache.newest(index_key_hash("T#Aa")) == s.query_offsets("T", "BB")[-1]
+        # two entries under one hash: query_by_key walks the index, and still answers exactly
+        assert cache.entries(index_key_hash("T#Aa")) == 2
+        assert [m.body for m in s.query_by_key("T", "Aa")] == [b"aa-1"]
+        assert cache.entries(index_key_hash("T#zz")) == 0 and s.query_by_key("T", "zz") == []
         s.put("T", b"aa-2", 0, keys="Aa")
         assert s.lookup("T", "Aa") == b"aa-2" and s.lookup("T", "BB") == b"bb-1"
         assert s.lookup("U", "Aa") is None  # another topic: another hash, nothing stored
@@ -217,7 +221,8 @@ def test_key_cache_drops_hash_collisions_and_keeps_the_newest(tmp_path: Path, im
 @given(st.lists(st.tuples(st.integers(0, 11), st.booleans()), min_size=1, max_size=120))
 def test_key_cache_answers_as_the_index_walk_does(tmp_path_factory: Any, ops: list[tuple[int, bool]]) -> None:
     """Puts of a few keys (forcing index and CommitLog rolls), lookups in between: with the cache
-    (both twins) and without it, every answer is the newest put of that key."""
+    (both twins) and without it, every ``lookup`` is the newest put of that key and every
+    ``query_by_key`` all its puts (the cache answers it alone for a key indexed once)."""
     from rmqcore._pure.hashing import index_key_hash
 
     stores = {}
@@ -226,20 +231,28 @@ def test_key_cache_answers_as_the_index_walk_does(tmp_path_factory: Any, ops: li
             d = tmp_path_factory.mktemp(f"kc-{impl_name}-{cached}")
             stores[impl_name, cached] = MessageStore(d, impl=impl_name, key_cache=cached, **GEOM)
     newest: dict[int, bytes] = {}
+    every: dict[int, list[bytes]] = {}
     try:
         for n, (k, look) in enumerate(ops):
             body = b"k%d-%d" % (k, n)
             for s in stores.values():
                 s.put("T", body, k % 2, keys=["k%d" % k, "x"])
             newest[k] = body
+            every.setdefault(k, []).append(body)
             if look:
                 for s in stores.values():
                     for j in range(12):
                         assert s.lookup("T", "k%d" % j) == newest.get(j)
+                        # the newest max_num (64) matches, in put order
+                        assert [m.body for m in s.query_by_key("T", "k%d" % j)] == every.get(j, [])[-64:]
+        for s in stores.values():
+            s.lookup("T", "k0")  # the caches take in what was indexed since the last lookup
         caches = [s._key_cache for (_, cached), s in stores.items() if cached]
         for j in list(newest) + [99]:
             h = index_key_hash("T#k%d" % j)
             assert len({c.newest(h) for c in caches}) == 1  # the twins hold the same offsets
+            assert len({c.entries(h) for c in caches}) == 1
+            assert caches[0].entries(h) == min(len(every.get(j, [])), 2)
     finally:
         for s in stores.values():
             s.close()

@@ -85,3 +85,7 @@ cdef extern from "rmq_codec.h" nogil:
     int rmq_decode_batch(const unsigned char *buf, int64_t pos, int64_t limit, int verify_crc, int64_t *out,
                          int64_t row_stride, int64_t col_stride, int64_t cap, int64_t *count,
                          int64_t *end_pos)
+
+
+# The tuple decode_record returns, for a record rmq_check_record accepted in base (the GIL held).
+cdef tuple record_tuple(const unsigned char *base, const rmq_record *r)

@@ -852,6 +852,16 @@ _ERRORS = {
 }
 
 
+cdef tuple record_tuple(const unsigned char *base, const rmq_record *r):
+    return (
+        r.size, r.magic, r.body_crc, r.queue_id, r.flag, r.queue_offset, r.physical_offset, r.sys_flag,
+        r.born_timestamp, _bytes_at(base, r.born_host_pos, r.born_addr_len), r.born_port,
+        r.store_timestamp, _bytes_at(base, r.store_host_pos, r.store_addr_len), r.store_port,
+        r.reconsume_times, r.prepared_tx_offset, _bytes_at(base, r.body_pos, r.body_len),
+        _bytes_at(base, r.topic_pos, r.topic_len), _bytes_at(base, r.props_pos, r.props_len),
+    )
+
+
 def raise_for_status(status, pos):
     cls, detail = _ERRORS[status]
     raise cls(detail, pos)
@@ -887,13 +897,7 @@ def decode_record(buf, pos, limit, verify_crc):
             return None
         if st != RMQ_ST_MSG:
             raise_for_status(st, pos)
-        return (
-            r.size, r.magic, r.body_crc, r.queue_id, r.flag, r.queue_offset, r.physical_offset, r.sys_flag,
-            r.born_timestamp, _bytes_at(base, r.born_host_pos, r.born_addr_len), r.born_port,
-            r.store_timestamp, _bytes_at(base, r.store_host_pos, r.store_addr_len), r.store_port,
-            r.reconsume_times, r.prepared_tx_offset, _bytes_at(base, r.body_pos, r.body_len),
-            _bytes_at(base, r.topic_pos, r.topic_len), _bytes_at(base, r.props_pos, r.props_len),
-        )
+        return record_tuple(base, &r)
     finally:
         _in_release(&b)
 

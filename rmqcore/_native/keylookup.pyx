@@ -39,12 +39,13 @@ cdef extern from "rmq_keycache.h" nogil:
     int rmq_kc_init(rmq_keycache *c, uint64_t cap)
     void rmq_kc_free(rmq_keycache *c)
     int64_t rmq_kc_get(const rmq_keycache *c, int32_t hash)
+    int64_t rmq_kc_get_n(const rmq_keycache *c, int32_t hash, int32_t *n)
     int rmq_kc_ingest(rmq_keycache *c, const unsigned char *index, uint32_t slots, uint32_t start, uint32_t stop)
 
 cdef extern from "rmq_endian.h" nogil:
     int32_t rmq_observe_be32s(const void *p)
 
-from .codec cimport RMQ_ST_BLANK, RMQ_ST_END, RMQ_ST_MSG, rmq_check_record, rmq_record
+from .codec cimport RMQ_ST_BLANK, RMQ_ST_END, RMQ_ST_MSG, record_tuple, rmq_check_record, rmq_record
 from .indexfile cimport (
     RMQ_INDEX_OK,
     rmq_index_check,
@@ -137,6 +138,12 @@ cdef class KeyCache:
     def newest(self, int32_t key_hash):
         """The largest offset indexed under ``key_hash``, or -1."""
         return rmq_kc_get(&self.c, key_hash)
+
+    def entries(self, int32_t key_hash):
+        """How many entries were taken in under ``key_hash``: 0, 1, or 2 for more than one."""
+        cdef int32_t n
+        rmq_kc_get_n(&self.c, key_hash, &n)
+        return n
 
 
 cdef class KeyLookup:
@@ -402,8 +409,81 @@ cdef class KeyLookup:
         cdef int64_t cl_end = self._end_now()
         if cl_end < 0:
             return 1
+        if self._kc is not None and begin <= 0 and end == INT64_MAX and max_num > 0:
+            # a key hash indexed once: its one entry is all the walk would find
+            got = self._cached_offsets(topic, key, cl_end)
+            if got is not None:
+                return got
         ok, got = self._find(topic, key, begin, end, min(max_num, self._max_num), 0, cl_end, True, False)
         return got if ok else 2
+
+    def messages_now(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, factory):
+        """``offsets_now`` with each match decoded: ``[factory(offset, raw)]`` in ascending offset
+        order, ``raw`` the tuple ``codec.decode_record`` returns (the records were checked, CRC
+        included, by the lookup); or 1 / 2 as ``offsets_now`` answers.
+
+        Each record is decoded under its own export of the file's map (decoding a large body lets
+        the GIL go, and a release() meanwhile must not unmap it), and ``factory`` runs only after
+        every record is decoded: it is Python code, during which release() may run."""
+        cdef Py_ssize_t lo, hi, j
+        cdef int64_t off, pos, limit, size, cl_end
+        cdef Py_buffer view
+        cdef rmq_record rec
+        cdef int st
+        got = self.offsets_now(topic, key, begin, end, max_num)
+        if type(got) is not list:
+            return got
+        cl_end = self._end_now()
+        raws = []
+        for o in <list>got:
+            if self._idx == NULL:
+                return 2  # released meanwhile (files changed)
+            off = o
+            lo, hi = 0, self._ncl  # the last file starting at or before off
+            while hi - lo > 1:
+                j = (lo + hi) >> 1
+                if self._from[j] <= off:
+                    lo = j
+                else:
+                    hi = j
+            pos = off - self._from[lo]
+            limit = <int64_t>self._cl[lo].len
+            if cl_end >= 0 and cl_end - self._from[lo] < limit:
+                limit = cl_end - self._from[lo]
+            _get_buffer(self._cl[lo].obj, &view, PyBUF_SIMPLE)
+            try:
+                st = rmq_check_record(<const unsigned char *>view.buf, pos, min(limit, <int64_t>view.len),
+                                      False, &size, &rec)
+                if st != RMQ_ST_MSG:
+                    return 2  # checked a moment ago: let the general path look again
+                raws.append(record_tuple(<const unsigned char *>view.buf, &rec))
+            finally:
+                PyBuffer_Release(&view)
+        return [factory(o, raw) for o, raw in zip(<list>got, raws)]
+
+    cdef object _cached_offsets(self, str topic, str key, int64_t cl_end):
+        """[off] or [] when the cache holds exactly one entry for the key's hash (or none at all);
+        None when the walk must answer."""
+        cdef Py_ssize_t tlen, klen
+        cdef const unsigned char *t
+        cdef const unsigned char *k
+        cdef const unsigned char *buf = NULL
+        cdef int32_t key_hash, n
+        cdef int64_t off
+        cdef rmq_record rec
+        cdef int m
+        self._cache_sync()
+        if not _encode_key(topic, key, &t, &tlen, &k, &klen, &key_hash):
+            return None
+        off = rmq_kc_get_n(&self._kc.c, key_hash, &n)
+        if n == 0:
+            return []
+        if n != 1:
+            return None
+        m = self._check_hit(off, t, tlen, k, klen, 0, cl_end, True, &rec, &buf)
+        if m < 0:
+            return None
+        return [off] if m else []
 
     cdef object _cached_body(self, str topic, str key, int64_t cl_end):
         cdef Py_ssize_t tlen, klen

@@ -72,6 +72,7 @@ class KeyCache:
 
     def __init__(self) -> None:
         self._newest: dict[int, int] = {}
+        self._multi: set[int] = set()  # hashes taken in more than once
         self._counts: dict[Any, int] = {}
 
     @property
@@ -83,6 +84,14 @@ class KeyCache:
         """The largest offset indexed under ``key_hash``, or -1."""
         return self._newest.get(key_hash, -1)
 
+    def entries(self, key_hash: int) -> int:
+        """How many entries were taken in under ``key_hash``: 0, 1, or 2 for more than one. With 1,
+        that entry is the only one the ingested files hold for the hash (each file's entries are
+        taken in once), so an index walk without a time window would find exactly it."""
+        if key_hash not in self._newest:
+            return 0
+        return 2 if key_hash in self._multi else 1
+
     def _ingest(self, name: Any, buf: Any, slots: int, entries: int) -> None:
         count = min(_I32.unpack_from(buf, 36)[0], entries)  # entries [1, count) are written
         have = self._counts.get(name, 0)
@@ -92,8 +101,15 @@ class KeyCache:
         base = 40 + slots * 4
         for i in range(max(have, 1), count):
             h, phys = _ENTRY.unpack_from(buf, base + i * 20)
-            if phys >= 0 and phys > newest.get(h, -1):
+            if phys < 0:
+                continue
+            held = newest.get(h)
+            if held is None:
                 newest[h] = phys
+            else:
+                self._multi.add(h)
+                if phys > held:
+                    newest[h] = phys
         self._counts[name] = count
 
 
@@ -225,8 +241,57 @@ class KeyLookup:
         cl_end = self._end_now()
         if cl_end < 0:
             return 1
+        if self._cache is not None and begin <= 0 and end == _NO_END and max_num > 0:
+            # a key hash indexed once: its one entry is all the walk would find
+            got = self._cached_offsets(topic, key, cl_end)
+            if got is not None:
+                return got
         ok, got = self.find(topic, key, begin, end, min(max_num, self._max_num), 0, cl_end, True, False)
         return got if ok else 2
+
+    def messages_now(self, topic: str, key: str, begin: int, end: int, max_num: int, factory: Any) -> Any:
+        """``offsets_now`` with each match decoded: ``[factory(offset, raw)]`` in ascending offset
+        order, ``raw`` the tuple ``codec.decode_record`` returns (the records were checked, CRC
+        included, by the lookup); or 1 / 2 as ``offsets_now`` answers."""
+        got = self.offsets_now(topic, key, begin, end, max_num)
+        if not isinstance(got, list):
+            return got
+        cl_end = self._end_now()
+        out = []
+        for off in got:
+            j = bisect_right(self._from, off) - 1
+            buf, base = self._cl[j], self._from[j]
+            limit = len(memoryview(buf))
+            if cl_end >= 0:
+                limit = min(limit, cl_end - base)
+            st, _size = _codec.check_record(buf, off - base, limit, False)
+            if st != ST_MSG:
+                return 2  # checked a moment ago: let the general path look again
+            out.append(factory(off, _codec.decode_record(buf, off - base, limit, False)))
+        return out
+
+    def _cached_offsets(self, topic: str, key: str, cl_end: int) -> list[int] | None:
+        """[off] or [] when the cache holds exactly one entry for the key's hash (or none at all);
+        None when the walk must answer."""
+        cache = self._cache
+        assert cache is not None
+        for name, buf in zip(self._ids, self._idx):
+            cache._ingest(name, buf, self._slots, self._entries)
+        try:
+            tb, kb = topic.encode("utf-8"), key.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        h = index_key_hash(topic + "#" + key)
+        n = cache.entries(h)
+        if n == 0:
+            return []
+        if n != 1:
+            return None
+        off = cache.newest(h)
+        m, _ = self._check_hit(off, tb, kb, 0, cl_end, True)
+        if m < 0:
+            return None
+        return [off] if m else []
 
     def _cached_body(self, topic: str, key: str, cl_end: int) -> bytes | None:
         cache = self._cache
