@@ -406,7 +406,10 @@ cdef class KeyLookup:
         """``find(...)``'s exact offsets for ``query_by_key``, with the CommitLog's end read as
         ``newest_body`` reads it. Returns the ascending list, 1 (dispatch first, then ask again) or
         2 (the general path must answer)."""
-        cdef int64_t cl_end = self._end_now()
+        return self._offsets_now(topic, key, begin, end, max_num, self._end_now())
+
+    cdef object _offsets_now(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num,
+                             int64_t cl_end):
         if cl_end < 0:
             return 1
         if self._kc is not None and begin <= 0 and end == INT64_MAX and max_num > 0:
@@ -430,10 +433,10 @@ cdef class KeyLookup:
         cdef Py_buffer view
         cdef rmq_record rec
         cdef int st
-        got = self.offsets_now(topic, key, begin, end, max_num)
+        cl_end = self._end_now()
+        got = self._offsets_now(topic, key, begin, end, max_num, cl_end)
         if type(got) is not list:
             return got
-        cl_end = self._end_now()
         raws = []
         for o in <list>got:
             if self._idx == NULL:
@@ -459,7 +462,9 @@ cdef class KeyLookup:
                 raws.append(record_tuple(<const unsigned char *>view.buf, &rec))
             finally:
                 PyBuffer_Release(&view)
-        return [factory(o, raw) for o, raw in zip(<list>got, raws)]
+        for j in range(len(raws)):
+            raws[j] = factory((<list>got)[j], raws[j])
+        return raws
 
     cdef object _cached_offsets(self, str topic, str key, int64_t cl_end):
         """[off] or [] when the cache holds exactly one entry for the key's hash (or none at all);
