@@ -221,6 +221,9 @@ class MessageStore:
         self._seg_out = np.empty((4, 65536), dtype=np.int64)
         self._max_batch = cfg.max_msgs_num_batch
         self._lookup: Any = None
+        # lookup's fast path in one native call, bound over the method below (as put is)
+        self._lookup_front = self._keylookup.LookupFront(self._lookup_general)
+        self.lookup = self._lookup_front.lookup  # type: ignore[method-assign]
         self._lookup_files: Any = None
         # outlives the lookups rebuilt as files come and go (it remembers what it took in per file)
         self._key_cache: Any = self._keylookup.KeyCache() if cfg.key_cache and cfg.message_index_enable else None
@@ -936,15 +939,8 @@ class MessageStore:
             ConfigError: the message index is disabled.
             CorruptionError: a record the index points at is corrupt.
         """
-        lk = self._lookup
-        if lk is not None:  # the fast path: one call, which also sees whether dispatch is behind
-            try:
-                got = lk.newest_body(topic, key, begin, end)
-            except ValueError:  # released by the reput thread (files changed) since we took it
-                got = 2
-            if type(got) is not int:
-                return got  # type: ignore[no-any-return]
-        return self._lookup_general(topic, key, begin, end)
+        # an instance binds this name to the LookupFront's native call; this is the same call
+        return self._lookup_front.lookup(topic, key, begin, end)  # type: ignore[no-any-return]
 
     def _lookup_general(self, topic: str, key: str, begin: int, end: int) -> bytes | None:
         self._check_open()
@@ -982,6 +978,7 @@ class MessageStore:
             self._reput_pub if self._read_your_writes else None, cl.max_offset, self._max_batch,
             self._key_cache, [self._index_file_id(f) for f in ifiles] if self._key_cache is not None else None)
         self._lookup, self._lookup_files, self._lookup_ncl = lk, ifiles, len(files)
+        self._lookup_front.current = lk
         return lk
 
     @staticmethod
@@ -992,6 +989,7 @@ class MessageStore:
     def _drop_lookup(self) -> None:
         """Release the lookup's buffers (before any file is unmapped)."""
         lk, self._lookup, self._lookup_files = self._lookup, None, None
+        self._lookup_front.current = None
         if lk is not None:
             lk.release()
 

@@ -256,3 +256,25 @@ def test_key_cache_answers_as_the_index_walk_does(tmp_path_factory: Any, ops: li
     finally:
         for s in stores.values():
             s.close()
+
+
+def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_path: Path, impl: Any) -> None:
+    """``MessageStore.lookup`` is the LookupFront's call: the current KeyLookup's answer, else
+    (none, released since, or an answer it cannot give) the general path, with every argument."""
+    from rmqcore import _impl
+
+    kl = _impl.kernel("keylookup", impl.name)
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        s.put("T", b"one", 0, keys="k1")
+        assert s.lookup == s._lookup_front.lookup  # the store's name is bound to the front's call
+        assert s.lookup("T", "k1") == b"one" and s._lookup_front.current is s._lookup
+        calls: list[tuple[Any, ...]] = []
+        front = kl.LookupFront(lambda *a: calls.append(a) or b"general")
+        assert front.lookup("T", "k1") == b"general" and calls == [("T", "k1", 0, 2**63 - 1)]
+        front.current = s._lookup
+        assert front.lookup("T", "k1") == b"one" and len(calls) == 1
+        assert front.lookup("T", "k1", 5, 6) is None and len(calls) == 1  # the walk answers a window
+        s._drop_lookup()  # releases it: the front still holding it falls back
+        assert s._lookup_front.current is None
+        assert front.lookup("T", "k1") == b"general" and calls[-1] == ("T", "k1", 0, 2**63 - 1)
+        assert s.lookup("T", "k1") == b"one"  # and the store's own front builds a new one

@@ -15,7 +15,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memset
 
-__all__ = ["KeyCache", "KeyLookup", "props_have_key"]
+__all__ = ["KeyCache", "KeyLookup", "LookupFront", "props_have_key"]
 
 cdef extern from "Python.h":
     int _get_buffer "PyObject_GetBuffer"(object obj, Py_buffer *view, int flags) except -1
@@ -386,6 +386,10 @@ cdef class KeyLookup:
         return cl_end
 
     def newest_body(self, str topic, str key, int64_t begin, int64_t end):
+        """See ``_newest_body``."""
+        return self._newest_body(topic, key, begin, end)
+
+    cdef object _newest_body(self, str topic, str key, int64_t begin, int64_t end):
         """``find(..., newest_body=True)`` for ``MessageStore.lookup``: the end of the CommitLog is the
         appender's published end (``live``; ``static_end`` while it publishes none), and when the
         store's ``dispatched`` end is behind it the answer is 1 (dispatch first, then ask again).
@@ -505,3 +509,25 @@ cdef class KeyLookup:
         if off < 0 or self._check_hit(off, t, tlen, k, klen, 0, cl_end, True, &rec, &buf) != 1:
             return None
         return PyBytes_FromStringAndSize(<const char *>buf + rec.body_pos, rec.body_len)
+
+
+cdef class LookupFront:
+    """``MessageStore.lookup`` as one native call (see the pure twin): the current KeyLookup's
+    answer, or ``general(topic, key, begin, end)`` when there is none or it cannot answer."""
+    cdef public KeyLookup current
+    cdef object _general
+
+    def __init__(self, general):
+        self._general = general
+        self.current = None
+
+    def lookup(self, str topic, str key, int64_t begin=0, int64_t end=INT64_MAX):
+        cdef KeyLookup lk = self.current
+        if lk is not None:
+            try:
+                got = lk._newest_body(topic, key, begin, end)
+            except ValueError:  # released by another thread (files changed) since it was set
+                got = 2
+            if type(got) is not int:
+                return got
+        return self._general(topic, key, begin, end)

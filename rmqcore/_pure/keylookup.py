@@ -29,7 +29,7 @@ from . import codec as _codec
 from . import indexfile as _index
 from .hashing import index_key_hash
 
-__all__ = ["KeyCache", "KeyLookup", "props_have_key"]
+__all__ = ["KeyCache", "KeyLookup", "LookupFront", "props_have_key"]
 
 _TIMES = struct.Struct(">qqqq")
 
@@ -307,3 +307,25 @@ class KeyLookup:
             return None
         m, body = self._check_hit(off, tb, kb, 0, cl_end, True)
         return body if m == 1 else None
+
+
+class LookupFront:
+    """``MessageStore.lookup`` as one call the store binds in place of its method (the native twin
+    saves the Python frame): ``current``'s answer (a KeyLookup, or None), or
+    ``general(topic, key, begin, end)`` when there is none or it cannot answer (dispatch is
+    behind, a record needs the general path, or it was released since it was set)."""
+
+    def __init__(self, general: Any) -> None:
+        self._general = general
+        self.current: KeyLookup | None = None
+
+    def lookup(self, topic: str, key: str, begin: int = 0, end: int = _NO_END) -> Any:
+        lk = self.current
+        if lk is not None:
+            try:
+                got = lk.newest_body(topic, key, begin, end)
+            except ValueError:  # released by another thread (files changed) since it was set
+                got = 2
+            if type(got) is not int:
+                return got
+        return self._general(topic, key, begin, end)
