@@ -311,6 +311,17 @@ cdef class KeyLookup:
             if raw != stack:
                 PyMem_Free(raw)
 
+    cdef Py_ssize_t _file_of(self, int64_t off) noexcept:
+        """The last CommitLog file starting at or before ``off`` (0 when none does; _ncl > 0)."""
+        cdef Py_ssize_t lo = 0, hi = self._ncl, j
+        while hi - lo > 1:
+            j = (lo + hi) >> 1
+            if self._from[j] <= off:
+                lo = j
+            else:
+                hi = j
+        return lo
+
     cdef int _check_hit(self, int64_t off, const unsigned char *t, Py_ssize_t tlen, const unsigned char *k,
                         Py_ssize_t klen, int64_t cl_min, int64_t cl_end, bint verify_crc, rmq_record *rec,
                         const unsigned char **rbuf) noexcept:
@@ -322,13 +333,7 @@ cdef class KeyLookup:
         cdef int st
         if off < cl_min or off >= cl_end or self._ncl == 0:
             return 0
-        lo, hi = 0, self._ncl  # the last file starting at or before off
-        while hi - lo > 1:
-            j = (lo + hi) >> 1
-            if self._from[j] <= off:
-                lo = j
-            else:
-                hi = j
+        lo = self._file_of(off)
         if self._from[lo] > off:
             return 0
         buf = <const unsigned char *>self._cl[lo].buf
@@ -446,13 +451,7 @@ cdef class KeyLookup:
             if self._idx == NULL:
                 return 2  # released meanwhile (files changed)
             off = o
-            lo, hi = 0, self._ncl  # the last file starting at or before off
-            while hi - lo > 1:
-                j = (lo + hi) >> 1
-                if self._from[j] <= off:
-                    lo = j
-                else:
-                    hi = j
+            lo = self._file_of(off)
             pos = off - self._from[lo]
             limit = <int64_t>self._cl[lo].len
             if cl_end >= 0 and cl_end - self._from[lo] < limit:

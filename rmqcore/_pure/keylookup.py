@@ -270,9 +270,9 @@ class KeyLookup:
             out.append(factory(off, _codec.decode_record(buf, off - base, limit, False)))
         return out
 
-    def _cached_offsets(self, topic: str, key: str, cl_end: int) -> list[int] | None:
-        """[off] or [] when the cache holds exactly one entry for the key's hash (or none at all);
-        None when the walk must answer."""
+    def _cache_probe(self, topic: str, key: str) -> tuple[KeyCache, int, bytes, bytes] | None:
+        """The cache, caught up with the index files, and the key's index hash and UTF-8 bytes;
+        None for a key the walk must handle (not encodable)."""
         cache = self._cache
         assert cache is not None
         for name, buf in zip(self._ids, self._idx):
@@ -281,7 +281,15 @@ class KeyLookup:
             tb, kb = topic.encode("utf-8"), key.encode("utf-8")
         except UnicodeEncodeError:
             return None
-        h = index_key_hash(topic + "#" + key)
+        return cache, index_key_hash(topic + "#" + key), tb, kb
+
+    def _cached_offsets(self, topic: str, key: str, cl_end: int) -> list[int] | None:
+        """[off] or [] when the cache holds exactly one entry for the key's hash (or none at all);
+        None when the walk must answer."""
+        probe = self._cache_probe(topic, key)
+        if probe is None:
+            return None
+        cache, h, tb, kb = probe
         n = cache.entries(h)
         if n == 0:
             return []
@@ -294,15 +302,11 @@ class KeyLookup:
         return [off] if m else []
 
     def _cached_body(self, topic: str, key: str, cl_end: int) -> bytes | None:
-        cache = self._cache
-        assert cache is not None
-        for name, buf in zip(self._ids, self._idx):
-            cache._ingest(name, buf, self._slots, self._entries)
-        try:
-            tb, kb = topic.encode("utf-8"), key.encode("utf-8")
-        except UnicodeEncodeError:
+        probe = self._cache_probe(topic, key)
+        if probe is None:
             return None
-        off = cache.newest(index_key_hash(topic + "#" + key))
+        cache, h, tb, kb = probe
+        off = cache.newest(h)
         if off < 0:
             return None
         m, body = self._check_hit(off, tb, kb, 0, cl_end, True)
