@@ -278,3 +278,34 @@ def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_pa
         assert s._lookup_front.current is None
         assert front.lookup("T", "k1") == b"general" and calls[-1] == ("T", "k1", 0, 2**63 - 1)
         assert s.lookup("T", "k1") == b"one"  # and the store's own front builds a new one
+
+
+def test_messages_now_builds_message_ext_as_the_class_does(tmp_path: Path, impl: Any) -> None:
+    """``messages_now(..., MessageExt)``: the native twin builds each MessageExt without running
+    its __init__ (codec.make_message); every field equals the one the class builds from the raw
+    tuple, and another factory still gets ``(offset, raw)``."""
+    from rmqcore.message import MessageExt
+
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        for i in range(5):
+            s.put("T", b"body-%d" % i * (i + 1), i % 2, keys=["k", "u%d" % i], tags="tg", store_host="[::1]:9")
+        s.lookup("T", "k")
+        lk = s._lookup
+        got = lk.messages_now("T", "k", 0, 2**63 - 1, 64, MessageExt)
+        raws = lk.messages_now("T", "k", 0, 2**63 - 1, 64, lambda off, raw: (off, raw))
+        assert len(got) == len(raws) == 5
+        for m, (off, raw) in zip(got, raws):
+            ref = MessageExt(off, raw)
+            assert type(m) is MessageExt
+            for name in MessageExt.__slots__:
+                assert getattr(m, name) == getattr(ref, name), name
+            assert m.keys == ["k", "u%d" % int(m.body[5:6])]
+            assert m.store_host == ref.store_host and m.msg_id == ref.msg_id
+    if impl.name == "native":
+        from rmqcore._native import codec
+
+        class Other:
+            __slots__ = ("position",)
+
+        assert codec.register_message_class(MessageExt) is True
+        assert codec.register_message_class(Other) is False and codec.register_message_class(dict) is False

@@ -89,3 +89,6 @@ cdef extern from "rmq_codec.h" nogil:
 
 # The tuple decode_record returns, for a record rmq_check_record accepted in base (the GIL held).
 cdef tuple record_tuple(const unsigned char *base, const rmq_record *r)
+# A MessageExt for that record, built without running Python code, when cls is the class given
+# to register_message_class; None otherwise.
+cdef object make_message(object cls, int64_t position, const unsigned char *base, const rmq_record *r)

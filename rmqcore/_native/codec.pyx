@@ -852,6 +852,114 @@ _ERRORS = {
 }
 
 
+# -- MessageExt built without running Python code ------------------------------------------------
+# rmqcore.message.MessageExt is a plain class with __slots__: each slot is a member descriptor
+# naming an object pointer at a fixed offset in the instance. register_message_class reads those
+# offsets once; make_message then allocates an instance (tp_alloc, as object.__new__ does) and
+# stores the fields as the descriptors would, with no __init__ frame and no raw tuple. Any class
+# that is not laid out that way is refused, and callers then build through the class as before.
+cdef extern from *:
+    """
+    #include "structmember.h"
+    /* the offset of a writable object slot (a member descriptor of cls), or -1 */
+    static Py_ssize_t rmq_member_offset(PyObject *d, PyObject *cls) {
+        PyMemberDef *m;
+        if (Py_TYPE(d) != &PyMemberDescr_Type || !PyType_Check(cls)) return -1;
+        m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
+        if (m->offset < (Py_ssize_t)sizeof(PyObject)
+                || m->offset + (Py_ssize_t)sizeof(PyObject *) > ((PyTypeObject *)cls)->tp_basicsize)
+            return -1;
+        return m->offset;
+    }
+    /* a fresh instance of cls, as object.__new__ allocates it (every slot NULL) */
+    static PyObject *rmq_alloc_instance(PyObject *cls) {
+        PyTypeObject *t = (PyTypeObject *)cls;
+        return t->tp_alloc(t, 0);
+    }
+    static inline void rmq_slot_put(PyObject *o, Py_ssize_t off, PyObject *v) {
+        Py_INCREF(v);
+        *(PyObject **)((char *)o + off) = v;  /* a fresh instance: the slot holds NULL */
+    }
+    """
+    Py_ssize_t rmq_member_offset(object d, object cls)
+    PyObject *rmq_alloc_instance(object cls)
+    void rmq_slot_put(PyObject *o, Py_ssize_t off, PyObject *v)
+
+_MESSAGE_FIELDS = (
+    "position", "size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset",
+    "sys_flag", "born_timestamp", "_born_addr", "_born_port", "store_timestamp", "_store_addr",
+    "_store_port", "reconsume_times", "prepared_transaction_offset", "body", "topic_bytes",
+    "properties_bytes", "_props",
+)
+cdef Py_ssize_t _mx_off[21]
+cdef object _mx_cls = None
+
+
+def register_message_class(cls):
+    """Let ``make_message`` build instances of ``cls`` (MessageExt) directly. Returns True when
+    ``cls`` is laid out as expected (every field a writable object slot, object.__new__, no
+    __dict__), False otherwise (nothing is registered then)."""
+    global _mx_cls
+    cdef Py_ssize_t offs[21]
+    cdef Py_ssize_t i, off
+    if not isinstance(cls, type) or cls.__new__ is not object.__new__ or "__dict__" in dir(cls):
+        return False
+    i = 0
+    for name in _MESSAGE_FIELDS:
+        d = cls.__dict__.get(name)
+        if d is None:
+            return False
+        off = rmq_member_offset(d, cls)
+        if off < 0:
+            return False
+        offs[i] = off
+        i += 1
+    for i in range(21):
+        _mx_off[i] = offs[i]
+    _mx_cls = cls
+    return True
+
+
+cdef object make_message(object cls, int64_t position, const unsigned char *base, const rmq_record *r):
+    """``cls(position, record_tuple(base, r))`` when ``cls`` is the registered class, built without
+    running Python code; None otherwise (the caller builds through the class)."""
+    cdef PyObject *o
+    if cls is not _mx_cls or cls is None:
+        return None
+    o = rmq_alloc_instance(cls)
+    if o == NULL:
+        raise MemoryError()
+    obj = <object>o  # a reference of its own: drop the one tp_alloc returned
+    Py_XDECREF(o)
+    _slot(o, 0, position)
+    _slot(o, 1, r.size)
+    _slot(o, 2, r.magic)
+    _slot(o, 3, r.body_crc)
+    _slot(o, 4, r.queue_id)
+    _slot(o, 5, r.flag)
+    _slot(o, 6, r.queue_offset)
+    _slot(o, 7, r.physical_offset)
+    _slot(o, 8, r.sys_flag)
+    _slot(o, 9, r.born_timestamp)
+    _slot(o, 10, _bytes_at(base, r.born_host_pos, r.born_addr_len))
+    _slot(o, 11, r.born_port)
+    _slot(o, 12, r.store_timestamp)
+    _slot(o, 13, _bytes_at(base, r.store_host_pos, r.store_addr_len))
+    _slot(o, 14, r.store_port)
+    _slot(o, 15, r.reconsume_times)
+    _slot(o, 16, r.prepared_tx_offset)
+    _slot(o, 17, _bytes_at(base, r.body_pos, r.body_len))
+    _slot(o, 18, _bytes_at(base, r.topic_pos, r.topic_len))
+    _slot(o, 19, _bytes_at(base, r.props_pos, r.props_len))
+    _slot(o, 20, None)
+    return obj
+
+
+cdef inline void _slot(PyObject *o, Py_ssize_t i, object v):
+    rmq_slot_put(o, _mx_off[i], <PyObject *>v)
+
+
 cdef tuple record_tuple(const unsigned char *base, const rmq_record *r):
     return (
         r.size, r.magic, r.body_crc, r.queue_id, r.flag, r.queue_offset, r.physical_offset, r.sys_flag,

@@ -45,7 +45,7 @@ cdef extern from "rmq_keycache.h" nogil:
 cdef extern from "rmq_endian.h" nogil:
     int32_t rmq_observe_be32s(const void *p)
 
-from .codec cimport RMQ_ST_BLANK, RMQ_ST_END, RMQ_ST_MSG, record_tuple, rmq_check_record, rmq_record
+from .codec cimport RMQ_ST_BLANK, RMQ_ST_END, RMQ_ST_MSG, make_message, record_tuple, rmq_check_record, rmq_record
 from .indexfile cimport (
     RMQ_INDEX_OK,
     rmq_index_check,
@@ -66,6 +66,11 @@ cdef extern from *:
     int64_t rmq_observe(const int64_t *p) nogil
 
 DEF STACK_HITS = 64
+
+from ..message import MessageExt as _MessageExt
+from . import codec as _codec
+
+_codec.register_message_class(_MessageExt)  # messages_now builds MessageExt without running Python
 
 
 def props_have_key(const unsigned char[::1] props, const unsigned char[::1] key):
@@ -436,8 +441,11 @@ cdef class KeyLookup:
 
         Each record is decoded under its own export of the file's map (decoding a large body lets
         the GIL go, and a release() meanwhile must not unmap it), and ``factory`` runs only after
-        every record is decoded: it is Python code, during which release() may run."""
+        every record is decoded: it is Python code, during which release() may run. For the
+        registered MessageExt class ``codec.make_message`` builds each one directly instead (no
+        Python code runs, and no raw tuple is made)."""
         cdef Py_ssize_t lo, hi, j
+        cdef bint built
         cdef int64_t off, pos, limit, size, cl_end
         cdef Py_buffer view
         cdef rmq_record rec
@@ -447,6 +455,7 @@ cdef class KeyLookup:
         if type(got) is not list:
             return got
         raws = []
+        built = True
         for o in <list>got:
             if self._idx == NULL:
                 return 2  # released meanwhile (files changed)
@@ -462,11 +471,16 @@ cdef class KeyLookup:
                                       False, &size, &rec)
                 if st != RMQ_ST_MSG:
                     return 2  # checked a moment ago: let the general path look again
-                raws.append(record_tuple(<const unsigned char *>view.buf, &rec))
+                m = make_message(factory, off, <const unsigned char *>view.buf, &rec)
+                if m is None:
+                    built = False
+                    m = record_tuple(<const unsigned char *>view.buf, &rec)
+                raws.append(m)
             finally:
                 PyBuffer_Release(&view)
-        for j in range(len(raws)):
-            raws[j] = factory((<list>got)[j], raws[j])
+        if not built:  # another class: built through it, now that no pointer is held
+            for j in range(len(raws)):
+                raws[j] = factory((<list>got)[j], raws[j])
         return raws
 
     cdef object _cached_offsets(self, str topic, str key, int64_t cl_end):
