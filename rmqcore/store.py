@@ -222,8 +222,9 @@ class MessageStore:
         self._max_batch = cfg.max_msgs_num_batch
         self._lookup: Any = None
         # lookup's fast path in one native call, bound over the method below (as put is)
-        self._lookup_front = self._keylookup.LookupFront(self._lookup_general)
+        self._lookup_front = self._keylookup.LookupFront(self._lookup_general, self._query_general, MessageExt)
         self.lookup = self._lookup_front.lookup  # type: ignore[method-assign]
+        self.query_by_key = self._lookup_front.query_by_key  # type: ignore[method-assign]
         self._lookup_files: Any = None
         # outlives the lookups rebuilt as files come and go (it remembers what it took in per file)
         self._key_cache: Any = self._keylookup.KeyCache() if cfg.key_cache and cfg.message_index_enable else None
@@ -902,19 +903,15 @@ class MessageStore:
         (``raw=True`` returns exactly that). By default each candidate is re-checked against the
         record (topic, KEYS tokens, UNIQ_KEY) and collisions are dropped.
         """
+        # an instance binds this name to the LookupFront's native call; this is the same call
+        return self._lookup_front.query_by_key(  # type: ignore[no-any-return]
+            topic, key, begin, end, max_num, raw=raw)
+
+    def _query_general(self, topic: str, key: str, begin: int, end: int, max_num: int, raw: bool) -> list[MessageExt]:
         self._check_open()
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
-        if not raw:
-            # the one-call path: the lookup finds, checks (CRC included) and decodes the matches
-            lk = self._lookup
-            if lk is not None:
-                try:
-                    got = lk.messages_now(topic, key, begin, end, max_num, MessageExt)
-                except ValueError:  # released by the reput thread (files changed) since we took it
-                    got = 2
-                if type(got) is list:
-                    return got
+        if not raw:  # dispatch first, then the one-call path over a current lookup
             self._caught_up()
             got = self._current_lookup().messages_now(topic, key, begin, end, max_num, MessageExt)
             if type(got) is list:

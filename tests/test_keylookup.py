@@ -259,9 +259,11 @@ def test_key_cache_answers_as_the_index_walk_does(tmp_path_factory: Any, ops: li
 
 
 def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_path: Path, impl: Any) -> None:
-    """``MessageStore.lookup`` is the LookupFront's call: the current KeyLookup's answer, else
-    (none, released since, or an answer it cannot give) the general path, with every argument."""
+    """``MessageStore.lookup`` and ``query_by_key`` are the LookupFront's calls: the current
+    KeyLookup's answer, else (none, released since, an answer it cannot give, or ``raw``) the
+    general path, with every argument."""
     from rmqcore import _impl
+    from rmqcore.message import MessageExt
 
     kl = _impl.kernel("keylookup", impl.name)
     with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
@@ -269,10 +271,15 @@ def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_pa
         assert s.lookup == s._lookup_front.lookup  # the store's name is bound to the front's call
         assert s.lookup("T", "k1") == b"one" and s._lookup_front.current is s._lookup
         calls: list[tuple[Any, ...]] = []
-        front = kl.LookupFront(lambda *a: calls.append(a) or b"general")
+        queries: list[tuple[Any, ...]] = []
+        front = kl.LookupFront(lambda *a: calls.append(a) or b"general", lambda *a: queries.append(a) or ["q"], MessageExt)
+        assert front.query_by_key("T", "k1") == ["q"] and queries == [("T", "k1", 0, 2**63 - 1, 64, False)]
         assert front.lookup("T", "k1") == b"general" and calls == [("T", "k1", 0, 2**63 - 1)]
         front.current = s._lookup
         assert front.lookup("T", "k1") == b"one" and len(calls) == 1
+        assert [m.body for m in front.query_by_key("T", "k1")] == [b"one"] and len(queries) == 1
+        assert front.query_by_key("T", "k1", 1, 2, 3, raw=True) == ["q"] and queries[-1] == ("T", "k1", 1, 2, 3, True)
+        assert s.query_by_key == s._lookup_front.query_by_key
         assert front.lookup("T", "k1", 5, 6) is None and len(calls) == 1  # the walk answers a window
         s._drop_lookup()  # releases it: the front still holding it falls back
         assert s._lookup_front.current is None

@@ -525,13 +525,18 @@ cdef class KeyLookup:
 
 
 cdef class LookupFront:
-    """``MessageStore.lookup`` as one native call (see the pure twin): the current KeyLookup's
-    answer, or ``general(topic, key, begin, end)`` when there is none or it cannot answer."""
+    """``MessageStore.lookup`` and ``query_by_key`` as one native call each (see the pure twin):
+    the current KeyLookup's answer, or the store's general path when there is none or it cannot
+    answer."""
     cdef public KeyLookup current
     cdef object _general
+    cdef object _query
+    cdef object _message
 
-    def __init__(self, general):
+    def __init__(self, general, query, message):
         self._general = general
+        self._query = query
+        self._message = message
         self.current = None
 
     def lookup(self, str topic, str key, int64_t begin=0, int64_t end=INT64_MAX):
@@ -544,3 +549,15 @@ cdef class LookupFront:
             if type(got) is not int:
                 return got
         return self._general(topic, key, begin, end)
+
+    def query_by_key(self, str topic, str key, int64_t begin=0, int64_t end=INT64_MAX, int64_t max_num=64, *,
+                     raw=False):
+        cdef KeyLookup lk = self.current
+        if lk is not None and not raw:
+            try:
+                got = lk.messages_now(topic, key, begin, end, max_num, self._message)
+            except ValueError:  # released by another thread (files changed) since it was set
+                got = 2
+            if type(got) is list:
+                return got
+        return self._query(topic, key, begin, end, max_num, raw)

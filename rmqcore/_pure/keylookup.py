@@ -314,13 +314,17 @@ class KeyLookup:
 
 
 class LookupFront:
-    """``MessageStore.lookup`` as one call the store binds in place of its method (the native twin
-    saves the Python frame): ``current``'s answer (a KeyLookup, or None), or
-    ``general(topic, key, begin, end)`` when there is none or it cannot answer (dispatch is
-    behind, a record needs the general path, or it was released since it was set)."""
+    """``MessageStore.lookup`` and ``query_by_key`` as one call each, which the store binds in place
+    of its methods (the native twin saves the Python frame): ``current``'s answer (a KeyLookup, or
+    None), or the store's general path (``general(topic, key, begin, end)``,
+    ``query(topic, key, begin, end, max_num, raw)``) when there is none or it cannot answer
+    (dispatch is behind, a record needs the general path, or it was released since it was set).
+    ``message`` is the class query_by_key's matches are built as (MessageExt)."""
 
-    def __init__(self, general: Any) -> None:
+    def __init__(self, general: Any, query: Any, message: Any) -> None:
         self._general = general
+        self._query = query
+        self._message = message
         self.current: KeyLookup | None = None
 
     def lookup(self, topic: str, key: str, begin: int = 0, end: int = _NO_END) -> Any:
@@ -333,3 +337,15 @@ class LookupFront:
             if type(got) is not int:
                 return got
         return self._general(topic, key, begin, end)
+
+    def query_by_key(self, topic: str, key: str, begin: int = 0, end: int = _NO_END, max_num: int = 64, *,
+                     raw: bool = False) -> Any:
+        lk = self.current
+        if lk is not None and not raw:
+            try:
+                got = lk.messages_now(topic, key, begin, end, max_num, self._message)
+            except ValueError:  # released by another thread (files changed) since it was set
+                got = 2
+            if type(got) is list:
+                return got
+        return self._query(topic, key, begin, end, max_num, raw)
