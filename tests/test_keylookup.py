@@ -308,6 +308,11 @@ def test_messages_now_builds_message_ext_as_the_class_does(tmp_path: Path, impl:
                 assert getattr(m, name) == getattr(ref, name), name
             assert m.keys == ["k", "u%d" % int(m.body[5:6])]
             assert m.store_host == ref.store_host and m.msg_id == ref.msg_id
+        # a key indexed once: answered from the KeyCache, in one pass
+        (one,) = lk.messages_now("T", "u2", 0, 2**63 - 1, 64, MessageExt)
+        ((off, raw),) = lk.messages_now("T", "u2", 0, 2**63 - 1, 64, lambda off, raw: (off, raw))
+        assert [getattr(one, n) for n in MessageExt.__slots__] == [getattr(MessageExt(off, raw), n) for n in MessageExt.__slots__]
+        assert one.body == b"body-2" * 3
     if impl.name == "native":
         from rmqcore._native import codec
 

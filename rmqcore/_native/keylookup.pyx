@@ -451,6 +451,10 @@ cdef class KeyLookup:
         cdef rmq_record rec
         cdef int st
         cl_end = self._end_now()
+        if cl_end >= 0 and self._kc is not None and begin <= 0 and end == INT64_MAX and max_num > 0:
+            got = self._cached_message(topic, key, cl_end, factory)  # one match, one pass
+            if got is not None:
+                return got
         got = self._offsets_now(topic, key, begin, end, max_num, cl_end)
         if type(got) is not list:
             return got
@@ -483,29 +487,50 @@ cdef class KeyLookup:
                 raws[j] = factory((<list>got)[j], raws[j])
         return raws
 
-    cdef object _cached_offsets(self, str topic, str key, int64_t cl_end):
-        """[off] or [] when the cache holds exactly one entry for the key's hash (or none at all);
-        None when the walk must answer."""
+    cdef int _cached_hit(self, str topic, str key, int64_t cl_end, int64_t *off, rmq_record *rec) except -2:
+        """The key's one match when the cache holds exactly one entry for its hash: 1 (``off``,
+        ``rec`` set, the record checked, CRC included), 0 when there is no match, -1 when the
+        walk must answer."""
         cdef Py_ssize_t tlen, klen
         cdef const unsigned char *t
         cdef const unsigned char *k
         cdef const unsigned char *buf = NULL
         cdef int32_t key_hash, n
-        cdef int64_t off
-        cdef rmq_record rec
-        cdef int m
         self._cache_sync()
         if not _encode_key(topic, key, &t, &tlen, &k, &klen, &key_hash):
-            return None
-        off = rmq_kc_get_n(&self._kc.c, key_hash, &n)
+            return -1
+        off[0] = rmq_kc_get_n(&self._kc.c, key_hash, &n)
         if n == 0:
-            return []
+            return 0
         if n != 1:
-            return None
-        m = self._check_hit(off, t, tlen, k, klen, 0, cl_end, True, &rec, &buf)
+            return -1
+        return self._check_hit(off[0], t, tlen, k, klen, 0, cl_end, True, rec, &buf)
+
+    cdef object _cached_offsets(self, str topic, str key, int64_t cl_end):
+        """[off] or [] when the cache holds exactly one entry for the key's hash (or none at all);
+        None when the walk must answer."""
+        cdef int64_t off
+        cdef rmq_record rec
+        cdef int m = self._cached_hit(topic, key, cl_end, &off, &rec)
         if m < 0:
             return None
         return [off] if m else []
+
+    cdef object _cached_message(self, str topic, str key, int64_t cl_end, object factory):
+        """``_cached_offsets`` decoded, for the registered message class: [message], [] or None."""
+        cdef int64_t off
+        cdef rmq_record rec
+        cdef Py_buffer view
+        cdef int m = self._cached_hit(topic, key, cl_end, &off, &rec)
+        if m <= 0:
+            return None if m < 0 else []
+        # rec's positions are in the file's map: decode under an export of it (see messages_now)
+        _get_buffer(self._cl[self._file_of(off)].obj, &view, PyBUF_SIMPLE)
+        try:
+            msg = make_message(factory, off, <const unsigned char *>view.buf, &rec)
+        finally:
+            PyBuffer_Release(&view)
+        return None if msg is None else [msg]
 
     cdef object _cached_body(self, str topic, str key, int64_t cl_end):
         cdef Py_ssize_t tlen, klen
