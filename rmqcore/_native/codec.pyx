@@ -860,13 +860,20 @@ _ERRORS = {
 # that is not laid out that way is refused, and callers then build through the class as before.
 cdef extern from *:
     """
+    #if PY_VERSION_HEX >= 0x030C0000
+    #define RMQ_T_OBJECT_EX Py_T_OBJECT_EX
+    #define RMQ_READONLY Py_READONLY
+    #else
     #include "structmember.h"
+    #define RMQ_T_OBJECT_EX T_OBJECT_EX
+    #define RMQ_READONLY READONLY
+    #endif
     /* the offset of a writable object slot (a member descriptor of cls), or -1 */
     static Py_ssize_t rmq_member_offset(PyObject *d, PyObject *cls) {
         PyMemberDef *m;
         if (Py_TYPE(d) != &PyMemberDescr_Type || !PyType_Check(cls)) return -1;
         m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
+        if (m->type != RMQ_T_OBJECT_EX || (m->flags & RMQ_READONLY)) return -1;
         if (m->offset < (Py_ssize_t)sizeof(PyObject)
                 || m->offset + (Py_ssize_t)sizeof(PyObject *) > ((PyTypeObject *)cls)->tp_basicsize)
             return -1;
