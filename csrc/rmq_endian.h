@@ -124,4 +124,9 @@ RMQ_INLINE int32_t rmq_observe_be32s(const void *p)
     return (int32_t)(uint32_t)RMQ_BE32(v);
 }
 
+/* A native int64 word shared between threads without a lock (the CommitLog's live end, the reput
+ * thread's GIL request): a release store after what it publishes, an acquire load before using it. */
+RMQ_INLINE void rmq_publish_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+RMQ_INLINE int64_t rmq_observe_i64(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+
 #endif /* RMQ_ENDIAN_H */

@@ -36,23 +36,22 @@ from ..errors import InvalidMessageError, MessageTooLargeError, StoreClosedError
 from ..message import create_message_id
 from . import codec as _codec
 
-cdef extern from *:
-    """
-    /* the live end of the CommitLog: written after the record bytes (release), read by the
-       dispatcher without the GIL (acquire), so a reader that sees an end sees the bytes below it */
-    static inline void rmq_publish_end(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-    """
-    void rmq_publish_end(int64_t *p, int64_t v) nogil
+# the live end of the CommitLog: written after the record bytes (release), read by the dispatcher
+# without the GIL (acquire), so a reader that sees an end sees the bytes below it
+cdef extern from "rmq_endian.h" nogil:
+    void rmq_publish_i64(int64_t *p, int64_t v)
+    int64_t rmq_observe_i64(const int64_t *p)
 
 cdef extern from *:
     """
+    #include "rmq_endian.h"
     /* Wait, without the GIL, while *p still holds v (a dispatch thread's GIL request, see
        Appender.set_gil_request), for at most max_ns: yield the CPU between looks. */
     #if defined(_WIN32)
     #include <windows.h>
     static void rmq_wait_while(const int64_t *p, int64_t v, int64_t max_ns) {
         ULONGLONG end = GetTickCount64() + (ULONGLONG)(max_ns / 1000000 + 1);
-        while (__atomic_load_n(p, __ATOMIC_ACQUIRE) == v && GetTickCount64() < end)
+        while (rmq_observe_i64(p) == v && GetTickCount64() < end)
             SwitchToThread();
     }
     #else
@@ -65,14 +64,12 @@ cdef extern from *:
     }
     static void rmq_wait_while(const int64_t *p, int64_t v, int64_t max_ns) {
         int64_t end = rmq_mono_ns() + max_ns;
-        while (__atomic_load_n(p, __ATOMIC_ACQUIRE) == v && rmq_mono_ns() < end)
+        while (rmq_observe_i64(p) == v && rmq_mono_ns() < end)
             sched_yield();
     }
     #endif
-    static inline int64_t rmq_load_acquire(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
     """
     void rmq_wait_while(const int64_t *p, int64_t v, int64_t max_ns) nogil
-    int64_t rmq_load_acquire(const int64_t *p) nogil
 
 DEF GIL_YIELD_MAX_NS = 20_000_000  # a dispatch thread's bind work (file creation) takes a few ms
 
@@ -288,7 +285,7 @@ cdef class Appender:
         cdef int64_t r
         if self._gil_req == NULL:
             return
-        r = rmq_load_acquire(self._gil_req)
+        r = rmq_observe_i64(self._gil_req)
         if r != 0 and r != self._gil_seen:
             self._gil_seen = r
             with nogil:
@@ -313,9 +310,9 @@ cdef class Appender:
                 raise ValueError("mapped file is smaller than the file size")
             self._from = mf.file_from_offset
             self._pos = mf.wrote_position
-            rmq_publish_end(self._live, self._from + self._pos)
+            rmq_publish_i64(self._live, self._from + self._pos)
         elif self._live != NULL:
-            rmq_publish_end(self._live, -1)
+            rmq_publish_i64(self._live, -1)
         return 0
 
     def set_file(self, mf):
@@ -544,7 +541,7 @@ cdef class Appender:
                 rmq_encode_record(<unsigned char *>self._view.buf + pos, &m, size, crc)
                 self._pos = pos + size
                 mf.wrote_position = self._pos
-                rmq_publish_end(self._live, self._from + self._pos)
+                rmq_publish_i64(self._live, self._from + self._pos)
                 if qt is not None:
                     qt.put(m.queue_id, qoff + 1)
                 r = AppendResult.__new__(AppendResult)
@@ -597,7 +594,7 @@ cdef class Appender:
                 mf = self._file()
             self._pos = pos + total
             mf.wrote_position = self._pos
-            rmq_publish_end(self._live, self._from + self._pos)
+            rmq_publish_i64(self._live, self._from + self._pos)
             qt.put(queue_id, qoff + cnt)
             return BatchAppendResult(self._from + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)
         finally:

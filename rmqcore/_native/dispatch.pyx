@@ -191,6 +191,8 @@ cdef extern from "rmq_endian.h" nogil:
     void rmq_store_be32(unsigned char *p, uint32_t v)
     int64_t rmq_load_be64s(const unsigned char *p)
     int32_t rmq_load_be32s(const unsigned char *p)
+    void rmq_publish_i64(int64_t *p, int64_t v)
+    int64_t rmq_observe_i64(const int64_t *p)
 
 STOP_NONE = 0
 STOP_QUEUE = 1
@@ -201,8 +203,6 @@ STOP_SEG = 4
 cdef extern from *:
     """
     #define rmq_prefetch_w(p) __builtin_prefetch((p), 1, 3)
-    static inline int64_t rmq_observe_end(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-    static inline void rmq_publish_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
     #if defined(_WIN32)
     #include <windows.h>
     static void rmq_sleep_ns(int64_t ns) { Sleep((DWORD)((ns + 999999) / 1000000)); }
@@ -217,8 +217,6 @@ cdef extern from *:
     #endif
     """
     void rmq_prefetch_w(const void *p) nogil
-    int64_t rmq_observe_end(const int64_t *p) nogil
-    void rmq_publish_i64(int64_t *p, int64_t v) nogil
     void rmq_sleep_ns(int64_t ns) nogil
 
 DEF LIVE_LAG = 2 * 1024 * 1024  # follow the writer this far behind: its newest lines stay in its core's cache
@@ -540,7 +538,7 @@ cdef class Dispatcher:
             while stop == 0:
                 if at >= limit:
                     if lp != NULL:  # follow the writer: records completed since the call began
-                        v = rmq_observe_end(lp) - file_from - LIVE_LAG
+                        v = rmq_observe_i64(lp) - file_from - LIVE_LAG
                         if v > n:
                             v = n
                         if v > live_cap:
@@ -551,7 +549,7 @@ cdef class Dispatcher:
                             continue
                         # caught up: nap for the writer (no GIL needed) unless someone waits to dispatch
                         if (idle < nap_max and limit < live_cap
-                                and (wp == NULL or rmq_observe_end(wp) == 0)):
+                                and (wp == NULL or rmq_observe_i64(wp) == 0)):
                             rmq_sleep_ns(nap)
                             idle += nap
                             continue

@@ -44,6 +44,7 @@ cdef extern from "rmq_keycache.h" nogil:
 
 cdef extern from "rmq_endian.h" nogil:
     int32_t rmq_observe_be32s(const void *p)
+    int64_t rmq_observe_i64(const int64_t *p)
 
 from .codec cimport RMQ_ST_BLANK, RMQ_ST_END, RMQ_ST_MSG, make_message, record_tuple, rmq_check_record, rmq_record
 from .indexfile cimport (
@@ -60,10 +61,8 @@ from .indexfile cimport (
 cdef extern from *:
     """
     #define rmq_prefetch_r(p) __builtin_prefetch((p), 0, 3)
-    static inline int64_t rmq_observe(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
     """
     void rmq_prefetch_r(const void *p) nogil
-    int64_t rmq_observe(const int64_t *p) nogil
 
 DEF STACK_HITS = 64
 
@@ -388,10 +387,10 @@ cdef class KeyLookup:
         if self._idx == NULL:
             raise ValueError("the lookup was released")
         if self._live_p != NULL:
-            done = rmq_observe(self._live_p)
+            done = rmq_observe_i64(self._live_p)
             if done >= 0:
                 cl_end = done
-                if self._disp_p != NULL and rmq_observe(self._disp_p) < cl_end:
+                if self._disp_p != NULL and rmq_observe_i64(self._disp_p) < cl_end:
                     return -1
         return cl_end
 
@@ -444,7 +443,7 @@ cdef class KeyLookup:
         every record is decoded: it is Python code, during which release() may run. For the
         registered MessageExt class ``codec.make_message`` builds each one directly instead (no
         Python code runs, and no raw tuple is made)."""
-        cdef Py_ssize_t lo, hi, j
+        cdef Py_ssize_t lo, j
         cdef bint built
         cdef int64_t off, pos, limit, size, cl_end
         cdef Py_buffer view
@@ -460,19 +459,16 @@ cdef class KeyLookup:
             return got
         raws = []
         built = True
-        for o in <list>got:
+        for o in <list>got:  # cl_end >= 0 here: the offsets are an answer
             if self._idx == NULL:
                 return 2  # released meanwhile (files changed)
             off = o
             lo = self._file_of(off)
             pos = off - self._from[lo]
-            limit = <int64_t>self._cl[lo].len
-            if cl_end >= 0 and cl_end - self._from[lo] < limit:
-                limit = cl_end - self._from[lo]
             _get_buffer(self._cl[lo].obj, &view, PyBUF_SIMPLE)
             try:
-                st = rmq_check_record(<const unsigned char *>view.buf, pos, min(limit, <int64_t>view.len),
-                                      False, &size, &rec)
+                limit = min(<int64_t>view.len, cl_end - self._from[lo])
+                st = rmq_check_record(<const unsigned char *>view.buf, pos, limit, False, &size, &rec)
                 if st != RMQ_ST_MSG:
                     return 2  # checked a moment ago: let the general path look again
                 m = make_message(factory, off, <const unsigned char *>view.buf, &rec)
