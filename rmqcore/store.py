@@ -213,8 +213,7 @@ class MessageStore:
         self._reput_pub = np.zeros(1, dtype=np.int64)  # reput_from_offset, as the native lookup reads it
         self._dispatcher = self._dispatch_kernel.Dispatcher()
         self._lock_wanted = np.zeros(1, dtype=np.int64)  # callers waiting for the dispatch lock
-        self._wanted_mutex = threading.Lock()
-        self._n_wanted = 0
+        self._wanted_mutex = threading.Lock()  # for its read-modify-writes
         self._bound: dict[tuple[bytes, int], tuple[ConsumeQueue, Any]] = {}
         self._bound_index: Any = None
         self._seg_state = np.zeros(10, dtype=np.int64)
@@ -589,14 +588,12 @@ class MessageStore:
         """The dispatch lock, for any thread but the reput thread: while this one waits for it, a
         live run napping for the writer returns instead of napping on."""
         with self._wanted_mutex:
-            self._n_wanted += 1
-            self._lock_wanted[0] = self._n_wanted
+            self._lock_wanted[0] += 1
         try:
             self._dispatch_lock.acquire()
         finally:
             with self._wanted_mutex:
-                self._n_wanted -= 1
-                self._lock_wanted[0] = self._n_wanted
+                self._lock_wanted[0] -= 1
         try:
             yield
         finally:

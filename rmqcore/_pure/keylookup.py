@@ -238,7 +238,9 @@ class KeyLookup:
         """``find(...)``'s exact offsets for ``query_by_key``, with the CommitLog's end read as
         ``newest_body`` reads it. Returns the ascending list, 1 (dispatch first, then ask again) or
         2 (the general path must answer)."""
-        cl_end = self._end_now()
+        return self._offsets_now(topic, key, begin, end, max_num, self._end_now())
+
+    def _offsets_now(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_end: int) -> list[int] | int:
         if cl_end < 0:
             return 1
         if self._cache is not None and begin <= 0 and end == _NO_END and max_num > 0:
@@ -253,17 +255,15 @@ class KeyLookup:
         """``offsets_now`` with each match decoded: ``[factory(offset, raw)]`` in ascending offset
         order, ``raw`` the tuple ``codec.decode_record`` returns (the records were checked, CRC
         included, by the lookup); or 1 / 2 as ``offsets_now`` answers."""
-        got = self.offsets_now(topic, key, begin, end, max_num)
+        cl_end = self._end_now()
+        got = self._offsets_now(topic, key, begin, end, max_num, cl_end)
         if not isinstance(got, list):
             return got
-        cl_end = self._end_now()
         out = []
-        for off in got:
+        for off in got:  # cl_end >= 0 here: the offsets are an answer
             j = bisect_right(self._from, off) - 1
             buf, base = self._cl[j], self._from[j]
-            limit = len(memoryview(buf))
-            if cl_end >= 0:
-                limit = min(limit, cl_end - base)
+            limit = min(len(memoryview(buf)), cl_end - base)
             st, _size = _codec.check_record(buf, off - base, limit, False)
             if st != ST_MSG:
                 return 2  # checked a moment ago: let the general path look again
