@@ -321,3 +321,48 @@ def test_messages_now_builds_message_ext_as_the_class_does(tmp_path: Path, impl:
 
         assert codec.register_message_class(MessageExt) is True
         assert codec.register_message_class(Other) is False and codec.register_message_class(dict) is False
+
+
+@pytest.mark.parametrize("twice", [False, True], ids=["cached", "walked"])
+def test_a_collection_during_a_query_may_release_the_lookup(tmp_path: Path, impl: Any, twice: bool) -> None:
+    """An allocation may run a collection, whose finalizers may release the lookup (as a file
+    change does) in the middle of a query: the native query_by_key allocates before it holds any
+    pointer into a map (the MessageExt of a key indexed once, while the cache's slot loads; the
+    hit list of a walk). Every answer stays right, and the release is seen from inside a query."""
+    import gc
+
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        for i in range(300):
+            s.put("T", b"b%d" % i, i % 3, keys=f"k{i}")
+        if twice:  # each key indexed twice, and asked in a time window: the walk answers
+            for i in range(300):
+                s.put("T", b"c%d" % i, i % 3, keys=f"k{i}")
+        state = {"inside": False, "released_inside": 0}
+
+        class Dropper:
+            def __init__(self) -> None:
+                self.me = self  # a cycle: only a collection frees it
+
+            def __del__(self) -> None:
+                if s._lookup is not None and state["inside"]:
+                    state["released_inside"] += 1
+                s._drop_lookup()
+
+        old = gc.get_threshold()
+        try:
+            for i in range(300):
+                key = f"k{i}"
+                s.lookup("T", key)  # a current lookup, its cache filled
+                gc.collect()
+                gc.set_threshold(1 + i % 6)  # the collection falls on another allocation of the query
+                Dropper()
+                state["inside"] = True
+                got = s.query_by_key("T", key, 1) if twice else s.query_by_key("T", key)  # a window: no cache
+                state["inside"] = False
+                gc.set_threshold(*old)
+                want = [(b"b%d" % i, i % 3, [key])] + ([(b"c%d" % i, i % 3, [key])] if twice else [])
+                assert [(m.body, m.queue_id, m.keys) for m in got] == want
+        finally:
+            gc.set_threshold(*old)
+    if impl.name == "native":
+        assert state["released_inside"] > 0

@@ -267,12 +267,15 @@ cdef class KeyLookup:
         cdef const unsigned char *buf
         cdef const unsigned char *best_buf = NULL
         cdef int m
+        # allocated first: a collection (an allocation may run one, and its finalizers may release
+        # this lookup) must not come between the check below and the walk
+        hits = None if newest_body else []
         if self._idx == NULL:
             raise ValueError("the lookup was released")
         if not _encode_key(topic, key, &t, &tlen, &k, &klen, &key_hash):
             return False, None
         if max_num <= 0:
-            return True, (None if newest_body else [])
+            return True, hits
         if max_num > STACK_HITS:
             raw = <int64_t *>PyMem_Malloc(max_num * sizeof(int64_t))
             if raw == NULL:
@@ -293,7 +296,6 @@ cdef class KeyLookup:
                 if hd.begin_timestamp < begin or nraw >= max_num:
                     break
             # the re-check against each record
-            hits = None if newest_body else []
             for i in range(nraw):
                 off = raw[i]
                 m = self._check_hit(off, t, tlen, k, klen, cl_min, cl_end, verify_crc, &rec, &buf)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigError, IndexCorruptError
 from ..layout import ST_BLANK, ST_END, ST_MSG
@@ -62,6 +62,7 @@ def props_have_key(props: bytes, key: bytes) -> int:
 _I32 = struct.Struct(">i")
 _ENTRY = struct.Struct(">iq")
 _NO_END = 2**63 - 1
+_T = TypeVar("_T")
 
 
 class KeyCache:
@@ -142,9 +143,14 @@ class KeyLookup:
         self._ids = list(index_ids) if cache is not None and index_ids is not None else []
 
     def release(self) -> None:
-        self._idx, self._cl, self._from = [], [], []
-        self._cache, self._ids = None, []
+        # The buffers stay listed: a finalizer run by a collection may release the lookup in the
+        # middle of a query, which then ends over them (a map closed meanwhile raises ValueError)
+        # and answers 2, for the general path; the native twin holds exports instead.
         self._released = True
+
+    def _answer(self, got: _T) -> _T | int:
+        """``got``, or 2 (the general path must answer) when the lookup was released meanwhile."""
+        return 2 if self._released else got
 
     def find(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_min: int, cl_end: int,
              verify_crc: bool, newest_body: bool) -> tuple[bool, Any]:
@@ -225,20 +231,31 @@ class KeyLookup:
         cl_end = self._end_now()
         if cl_end < 0:
             return 1
-        if self._cache is not None and begin <= 0 and end == _NO_END:
-            # the cache names the newest entry of the key's hash: when its record is this key's,
-            # no newer message has the key; anything else (a collision, a record gone) walks
-            got = self._cached_body(topic, key, cl_end)
-            if got is not None:
-                return got
-        ok, got = self.find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
-        return got if ok else 2
+        try:
+            if self._cache is not None and begin <= 0 and end == _NO_END:
+                # the cache names the newest entry of the key's hash: when its record is this key's,
+                # no newer message has the key; anything else (a collision, a record gone) walks
+                got = self._cached_body(topic, key, cl_end)
+                if got is not None:
+                    return self._answer(got)
+            ok, got = self.find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
+        except ValueError:
+            if self._released:
+                return 2
+            raise
+        return self._answer(got if ok else 2)
 
     def offsets_now(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int] | int:
         """``find(...)``'s exact offsets for ``query_by_key``, with the CommitLog's end read as
         ``newest_body`` reads it. Returns the ascending list, 1 (dispatch first, then ask again) or
         2 (the general path must answer)."""
-        return self._offsets_now(topic, key, begin, end, max_num, self._end_now())
+        cl_end = self._end_now()
+        try:
+            return self._answer(self._offsets_now(topic, key, begin, end, max_num, cl_end))
+        except ValueError:
+            if self._released:
+                return 2
+            raise
 
     def _offsets_now(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_end: int) -> list[int] | int:
         if cl_end < 0:
@@ -256,19 +273,24 @@ class KeyLookup:
         order, ``raw`` the tuple ``codec.decode_record`` returns (the records were checked, CRC
         included, by the lookup); or 1 / 2 as ``offsets_now`` answers."""
         cl_end = self._end_now()
-        got = self._offsets_now(topic, key, begin, end, max_num, cl_end)
-        if not isinstance(got, list):
-            return got
-        out = []
-        for off in got:  # cl_end >= 0 here: the offsets are an answer
-            j = bisect_right(self._from, off) - 1
-            buf, base = self._cl[j], self._from[j]
-            limit = min(len(memoryview(buf)), cl_end - base)
-            st, _size = _codec.check_record(buf, off - base, limit, False)
-            if st != ST_MSG:
-                return 2  # checked a moment ago: let the general path look again
-            out.append(factory(off, _codec.decode_record(buf, off - base, limit, False)))
-        return out
+        try:
+            got = self._offsets_now(topic, key, begin, end, max_num, cl_end)
+            if not isinstance(got, list):
+                return got
+            out = []
+            for off in got:  # cl_end >= 0 here: the offsets are an answer
+                j = bisect_right(self._from, off) - 1
+                buf, base = self._cl[j], self._from[j]
+                limit = min(len(memoryview(buf)), cl_end - base)
+                st, _size = _codec.check_record(buf, off - base, limit, False)
+                if st != ST_MSG:
+                    return 2  # checked a moment ago: let the general path look again
+                out.append(factory(off, _codec.decode_record(buf, off - base, limit, False)))
+        except ValueError:
+            if self._released:
+                return 2
+            raise
+        return self._answer(out)
 
     def _cache_probe(self, topic: str, key: str) -> tuple[KeyCache, int, bytes, bytes] | None:
         """The cache, caught up with the index files, and the key's index hash and UTF-8 bytes;
