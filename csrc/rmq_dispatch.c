@@ -285,6 +285,11 @@ static inline uint32_t hash_ascii(uint32_t h, const unsigned char *s, size_t n)
     return h;
 }
 
+uint32_t rmq_java_hash_ascii(uint32_t h, const unsigned char *s, size_t n)
+{
+    return hash_ascii(h, s, n);
+}
+
 static inline uint32_t hash_text(uint32_t h, const unsigned char *s, size_t n, int ascii)
 {
     int ignored = 0;

@@ -40,6 +40,9 @@ enum { RMQ_D_TAGS_CODE, RMQ_D_FLAGS, RMQ_D_KEYS_START, RMQ_D_KEYS_COUNT, RMQ_DIS
  * invalid sequences count as U+FFFD each and set *bad to 1 (it is never cleared). */
 uint32_t rmq_java_hash_utf8(uint32_t h, const unsigned char *s, size_t n, int *bad);
 
+/* rmq_java_hash_utf8 for bytes that are all below 0x80 (the caller knows: an ASCII str). */
+uint32_t rmq_java_hash_ascii(uint32_t h, const unsigned char *s, size_t n);
+
 /* 1 if s[0, n) is valid UTF-8 (Python's strict decoder accepts it), else 0. */
 int rmq_utf8_valid(const unsigned char *s, size_t n);
 

@@ -108,6 +108,10 @@ int64_t rmq_kc_get(const rmq_keycache *c, int32_t hash) {
     return rmq_kc_get_n(c, hash, &n);
 }
 
+void rmq_kc_prefetch(const rmq_keycache *c, int32_t hash) {
+    if (c->t) __builtin_prefetch(&c->t[mix(hash) & (c->cap - 1)], 0, 3);
+}
+
 int64_t rmq_kc_get_n(const rmq_keycache *c, int32_t hash, int32_t *n) {
     *n = 0;
     if (!c->t) return -1;

@@ -46,6 +46,8 @@ int64_t rmq_kc_get(const rmq_keycache *c, int32_t hash);
  * never taken in twice: the caller ingests each file's range once), so an index walk for the
  * hash without a time window would find exactly it. */
 int64_t rmq_kc_get_n(const rmq_keycache *c, int32_t hash, int32_t *n);
+/* Start loading the slot where a probe for hash begins (a hint: no effect on the contents). */
+void rmq_kc_prefetch(const rmq_keycache *c, int32_t hash);
 /* Add entries [from, to) of a mapped index file (entry i at 40 + slots*4 + i*20: hash, phys, ...).
  * The caller bounds to against the file's entry count and size. 0, or -1 when out of memory. */
 int rmq_kc_ingest(rmq_keycache *c, const unsigned char *index, uint32_t slots, uint32_t from, uint32_t to);

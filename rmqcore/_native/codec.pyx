@@ -30,7 +30,7 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM
 from libc.stdint cimport INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int32_t, int64_t, uint32_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from ..errors import (
     BadMagicError,
@@ -893,6 +893,45 @@ cdef extern from *:
     PyObject *rmq_alloc_instance(object cls)
     void rmq_slot_put(PyObject *o, Py_ssize_t off, PyObject *v)
 
+# Fields most records of a store share (its magic, its hosts and ports, a topic) come back as one
+# object each, the last one made, when the next record's value is the same: immutable ints and
+# bytes, so sharing them is invisible, and a decoded message costs fewer allocations. Module
+# state, touched with the GIL held only; each entry holds a reference to its object.
+DEF _SH_MAGIC = 0
+DEF _SH_BORN_PORT = 1
+DEF _SH_STORE_PORT = 2
+DEF _SH_BORN_ADDR = 3
+DEF _SH_STORE_ADDR = 4
+DEF _SH_TOPIC = 5
+DEF _SH_BYTES_MAX = 128  # longer values are not compared
+cdef PyObject *_sh_obj[6]
+cdef int64_t _sh_int[3]
+
+
+cdef inline object _sh_keep(int i, object v):
+    Py_INCREF(v)
+    Py_XDECREF(_sh_obj[i])
+    _sh_obj[i] = <PyObject *>v
+    return v
+
+
+cdef inline object _shared_int(int i, int64_t v):
+    if _sh_obj[i] != NULL and _sh_int[i] == v:
+        return <object>_sh_obj[i]
+    _sh_int[i] = v
+    return _sh_keep(i, v)
+
+
+cdef inline object _shared_bytes(int i, const unsigned char *base, int64_t pos, int64_t n):
+    cdef PyObject *got = _sh_obj[i]
+    if n > _SH_BYTES_MAX:
+        return _bytes_at(base, pos, n)
+    if got != NULL and PyBytes_GET_SIZE(<object>got) == n \
+            and memcmp(PyBytes_AS_STRING(<object>got), base + pos, <size_t>n) == 0:
+        return <object>got
+    return _sh_keep(i, PyBytes_FromStringAndSize(<char *>base + pos, n))
+
+
 _MESSAGE_FIELDS = (
     "position", "size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset",
     "sys_flag", "born_timestamp", "_born_addr", "_born_port", "store_timestamp", "_store_addr",
@@ -931,6 +970,16 @@ def register_message_class(cls):
 cdef object make_message(object cls, int64_t position, const unsigned char *base, const rmq_record *r):
     """``cls(position, record_tuple(base, r))`` when ``cls`` is the registered class, built without
     running Python code; None otherwise (the caller builds through the class)."""
+    obj = alloc_message(cls)
+    if obj is not None:
+        fill_message(obj, position, base, r)
+    return obj
+
+
+cdef object alloc_message(object cls):
+    """An empty instance of ``cls`` (every slot unset) when it is the registered class, else None.
+    Allocating may run a garbage collection, so Python code (finalizers): callers allocate before
+    they take pointers into shared buffers, and fill after."""
     cdef PyObject *o
     if cls is not _mx_cls or cls is None:
         return None
@@ -939,28 +988,37 @@ cdef object make_message(object cls, int64_t position, const unsigned char *base
         raise MemoryError()
     obj = <object>o  # a reference of its own: drop the one tp_alloc returned
     Py_XDECREF(o)
+    return obj
+
+
+cdef int fill_message(object obj, object position, const unsigned char *base, const rmq_record *r) except -1:
+    """Set the fields of an ``alloc_message`` instance (each slot once) from the record at ``base``.
+    Makes ints and bytes only (no collection runs); a body of 64 KiB or more is copied with the GIL
+    released, so the caller holds an export of the buffer ``base`` points into."""
+    cdef PyObject *o = <PyObject *>obj
+    born = r.born_timestamp
     _slot(o, 0, position)
     _slot(o, 1, r.size)
-    _slot(o, 2, r.magic)
+    _slot(o, 2, _shared_int(_SH_MAGIC, r.magic))
     _slot(o, 3, r.body_crc)
     _slot(o, 4, r.queue_id)
     _slot(o, 5, r.flag)
     _slot(o, 6, r.queue_offset)
-    _slot(o, 7, r.physical_offset)
+    _slot(o, 7, position if r.physical_offset == <int64_t>position else r.physical_offset)
     _slot(o, 8, r.sys_flag)
-    _slot(o, 9, r.born_timestamp)
-    _slot(o, 10, _bytes_at(base, r.born_host_pos, r.born_addr_len))
-    _slot(o, 11, r.born_port)
-    _slot(o, 12, r.store_timestamp)
-    _slot(o, 13, _bytes_at(base, r.store_host_pos, r.store_addr_len))
-    _slot(o, 14, r.store_port)
+    _slot(o, 9, born)
+    _slot(o, 10, _shared_bytes(_SH_BORN_ADDR, base, r.born_host_pos, r.born_addr_len))
+    _slot(o, 11, _shared_int(_SH_BORN_PORT, r.born_port))
+    _slot(o, 12, born if r.store_timestamp == r.born_timestamp else r.store_timestamp)
+    _slot(o, 13, _shared_bytes(_SH_STORE_ADDR, base, r.store_host_pos, r.store_addr_len))
+    _slot(o, 14, _shared_int(_SH_STORE_PORT, r.store_port))
     _slot(o, 15, r.reconsume_times)
     _slot(o, 16, r.prepared_tx_offset)
     _slot(o, 17, _bytes_at(base, r.body_pos, r.body_len))
-    _slot(o, 18, _bytes_at(base, r.topic_pos, r.topic_len))
+    _slot(o, 18, _shared_bytes(_SH_TOPIC, base, r.topic_pos, r.topic_len))
     _slot(o, 19, _bytes_at(base, r.props_pos, r.props_len))
     _slot(o, 20, None)
-    return obj
+    return 0
 
 
 cdef inline void _slot(PyObject *o, Py_ssize_t i, object v):
@@ -969,11 +1027,14 @@ cdef inline void _slot(PyObject *o, Py_ssize_t i, object v):
 
 cdef tuple record_tuple(const unsigned char *base, const rmq_record *r):
     return (
-        r.size, r.magic, r.body_crc, r.queue_id, r.flag, r.queue_offset, r.physical_offset, r.sys_flag,
-        r.born_timestamp, _bytes_at(base, r.born_host_pos, r.born_addr_len), r.born_port,
-        r.store_timestamp, _bytes_at(base, r.store_host_pos, r.store_addr_len), r.store_port,
-        r.reconsume_times, r.prepared_tx_offset, _bytes_at(base, r.body_pos, r.body_len),
-        _bytes_at(base, r.topic_pos, r.topic_len), _bytes_at(base, r.props_pos, r.props_len),
+        r.size, _shared_int(_SH_MAGIC, r.magic), r.body_crc, r.queue_id, r.flag, r.queue_offset,
+        r.physical_offset, r.sys_flag, r.born_timestamp,
+        _shared_bytes(_SH_BORN_ADDR, base, r.born_host_pos, r.born_addr_len),
+        _shared_int(_SH_BORN_PORT, r.born_port), r.store_timestamp,
+        _shared_bytes(_SH_STORE_ADDR, base, r.store_host_pos, r.store_addr_len),
+        _shared_int(_SH_STORE_PORT, r.store_port), r.reconsume_times, r.prepared_tx_offset,
+        _bytes_at(base, r.body_pos, r.body_len), _shared_bytes(_SH_TOPIC, base, r.topic_pos, r.topic_len),
+        _bytes_at(base, r.props_pos, r.props_len),
     )
 
 

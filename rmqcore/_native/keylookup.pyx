@@ -20,6 +20,7 @@ __all__ = ["KeyCache", "KeyLookup", "LookupFront", "props_have_key"]
 cdef extern from "Python.h":
     int _get_buffer "PyObject_GetBuffer"(object obj, Py_buffer *view, int flags) except -1
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    bint PyUnicode_IS_ASCII(object s)
 
 cdef extern from "rmq_hash.h" nogil:
     int32_t rmq_hash_as_int32(uint32_t h)
@@ -27,6 +28,7 @@ cdef extern from "rmq_hash.h" nogil:
 
 cdef extern from "rmq_dispatch.h" nogil:
     uint32_t rmq_java_hash_utf8(uint32_t h, const unsigned char *s, size_t n, int *bad)
+    uint32_t rmq_java_hash_ascii(uint32_t h, const unsigned char *s, size_t n)
     int rmq_utf8_valid(const unsigned char *s, size_t n)
 
 cdef extern from "rmq_lookup.h" nogil:
@@ -40,13 +42,24 @@ cdef extern from "rmq_keycache.h" nogil:
     void rmq_kc_free(rmq_keycache *c)
     int64_t rmq_kc_get(const rmq_keycache *c, int32_t hash)
     int64_t rmq_kc_get_n(const rmq_keycache *c, int32_t hash, int32_t *n)
+    void rmq_kc_prefetch(const rmq_keycache *c, int32_t hash)
     int rmq_kc_ingest(rmq_keycache *c, const unsigned char *index, uint32_t slots, uint32_t start, uint32_t stop)
 
 cdef extern from "rmq_endian.h" nogil:
     int32_t rmq_observe_be32s(const void *p)
     int64_t rmq_observe_i64(const int64_t *p)
 
-from .codec cimport RMQ_ST_BLANK, RMQ_ST_END, RMQ_ST_MSG, make_message, record_tuple, rmq_check_record, rmq_record
+from .codec cimport (
+    RMQ_ST_BLANK,
+    RMQ_ST_END,
+    RMQ_ST_MSG,
+    alloc_message,
+    fill_message,
+    make_message,
+    record_tuple,
+    rmq_check_record,
+    rmq_record,
+)
 from .indexfile cimport (
     RMQ_INDEX_OK,
     rmq_index_check,
@@ -91,11 +104,46 @@ cdef bint _encode_key(str topic, str key, const unsigned char **t, Py_ssize_t *t
         k[0] = <const unsigned char *>PyUnicode_AsUTF8AndSize(key, klen)
     except UnicodeEncodeError:
         return False
-    h = rmq_java_hash_utf8(0, t[0], <size_t>tlen[0], &bad)
-    h = rmq_java_hash_utf8(h, <const unsigned char *>b"#", 1, &bad)
-    h = rmq_java_hash_utf8(h, k[0], <size_t>klen[0], &bad)
+    if PyUnicode_IS_ASCII(topic) and PyUnicode_IS_ASCII(key):  # one UTF-16 unit per byte
+        h = rmq_java_hash_ascii(0, t[0], <size_t>tlen[0])
+        h = rmq_java_hash_ascii(h * 31u + 35u, k[0], <size_t>klen[0])  # 35: '#'
+    else:
+        h = rmq_java_hash_utf8(0, t[0], <size_t>tlen[0], &bad)
+        h = rmq_java_hash_utf8(h, <const unsigned char *>b"#", 1, &bad)
+        h = rmq_java_hash_utf8(h, k[0], <size_t>klen[0], &bad)
     key_hash[0] = rmq_index_key_hash(rmq_hash_as_int32(h))
     return True
+
+
+cdef inline void _prefetch_record(const unsigned char *buf, Py_ssize_t buflen, int64_t file_from,
+                                  int64_t off) noexcept:
+    """Start loading a record's first lines at once, not one miss after another."""
+    cdef int64_t pos = off - file_from
+    if pos >= 0 and pos + 256 <= buflen:
+        rmq_prefetch_r(buf + pos)
+        rmq_prefetch_r(buf + pos + 64)
+        rmq_prefetch_r(buf + pos + 128)
+        rmq_prefetch_r(buf + pos + 192)
+
+
+cdef int _check_in(const unsigned char *buf, Py_ssize_t buflen, int64_t file_from, int64_t off,
+                   const unsigned char *t, Py_ssize_t tlen, const unsigned char *k, Py_ssize_t klen,
+                   int64_t cl_end, bint verify_crc, rmq_record *rec) noexcept:
+    """``KeyLookup._check_hit`` in the CommitLog file mapped at ``buf`` (``buflen`` bytes, starting at
+    global offset ``file_from <= off``): 1 the record at ``off`` is a valid message of topic ``t``
+    with key ``k`` (``rec`` filled), 0 no, -1 when the general path must decide."""
+    cdef int64_t pos = off - file_from, limit = min(<int64_t>buflen, cl_end - file_from), size
+    cdef int st
+    if pos + 256 <= limit:
+        _prefetch_record(buf, buflen, file_from, off)
+    st = rmq_check_record(buf, pos, limit, verify_crc, &size, rec)
+    if st == RMQ_ST_BLANK or st == RMQ_ST_END:
+        return 0
+    if st != RMQ_ST_MSG:
+        return -1
+    if rec.topic_len != tlen or (tlen and memcmp(buf + rec.topic_pos, t, <size_t>tlen) != 0):
+        return 0 if rmq_utf8_valid(buf + rec.topic_pos, <size_t>rec.topic_len) else -1
+    return rmq_props_have_key(buf + rec.props_pos, <size_t>rec.props_len, k, <size_t>klen)
 
 
 cdef class KeyCache:
@@ -333,32 +381,15 @@ cdef class KeyLookup:
                         const unsigned char **rbuf) noexcept:
         """Is the record at ``off`` a valid message of topic ``t`` with key ``k``? 1 yes, 0 no (or
         outside ``[cl_min, cl_end)``, or not a message), -1 when the general path must decide."""
-        cdef Py_ssize_t lo, hi, j
-        cdef int64_t pos, limit, size
-        cdef const unsigned char *buf
-        cdef int st
+        cdef Py_ssize_t lo
         if off < cl_min or off >= cl_end or self._ncl == 0:
             return 0
         lo = self._file_of(off)
         if self._from[lo] > off:
             return 0
-        buf = <const unsigned char *>self._cl[lo].buf
-        pos = off - self._from[lo]
-        limit = min(<int64_t>self._cl[lo].len, cl_end - self._from[lo])
-        if pos >= 0 and pos + 256 <= limit:  # the record's lines at once, not one miss after another
-            rmq_prefetch_r(buf + pos)
-            rmq_prefetch_r(buf + pos + 64)
-            rmq_prefetch_r(buf + pos + 128)
-            rmq_prefetch_r(buf + pos + 192)
-        st = rmq_check_record(buf, pos, limit, verify_crc, &size, rec)
-        if st == RMQ_ST_BLANK or st == RMQ_ST_END:
-            return 0
-        if st != RMQ_ST_MSG:
-            return -1
-        if rec.topic_len != tlen or (tlen and memcmp(buf + rec.topic_pos, t, <size_t>tlen) != 0):
-            return 0 if rmq_utf8_valid(buf + rec.topic_pos, <size_t>rec.topic_len) else -1
-        rbuf[0] = buf
-        return rmq_props_have_key(buf + rec.props_pos, <size_t>rec.props_len, k, <size_t>klen)
+        rbuf[0] = <const unsigned char *>self._cl[lo].buf
+        return _check_in(rbuf[0], self._cl[lo].len, self._from[lo], off, t, tlen, k, klen, cl_end, verify_crc,
+                         rec)
 
     cdef int _cache_sync(self) except -1:
         """Take in the index entries added since the cache last looked (sequential reads)."""
@@ -436,6 +467,10 @@ cdef class KeyLookup:
         return got if ok else 2
 
     def messages_now(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, factory):
+        """See ``_messages_now``."""
+        return self._messages_now(topic, key, begin, end, max_num, factory)
+
+    cdef object _messages_now(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, factory):
         """``offsets_now`` with each match decoded: ``[factory(offset, raw)]`` in ascending offset
         order, ``raw`` the tuple ``codec.decode_record`` returns (the records were checked, CRC
         included, by the lookup); or 1 / 2 as ``offsets_now`` answers.
@@ -515,20 +550,52 @@ cdef class KeyLookup:
         return [off] if m else []
 
     cdef object _cached_message(self, str topic, str key, int64_t cl_end, object factory):
-        """``_cached_offsets`` decoded, for the registered message class: [message], [] or None."""
-        cdef int64_t off
+        """``_cached_offsets`` decoded, for the registered message class: [message], [] or None.
+
+        A lookup waits on two loads from memory, the cache's slot and then the record. Each is
+        started early and overlapped with work that does not need it: the instance is allocated
+        while the slot loads (an allocation may run a collection, so Python code: nothing but the
+        KeyCache, held here, is relied on across it), and the position's int is made while the
+        record loads (under an export of its file's map, as in messages_now)."""
+        cdef Py_ssize_t tlen, klen, lo
+        cdef const unsigned char *t
+        cdef const unsigned char *k
+        cdef int32_t key_hash, n
+        cdef int64_t off, file_from
         cdef rmq_record rec
         cdef Py_buffer view
-        cdef int m = self._cached_hit(topic, key, cl_end, &off, &rec)
-        if m <= 0:
-            return None if m < 0 else []
-        # rec's positions are in the file's map: decode under an export of it (see messages_now)
-        _get_buffer(self._cl[self._file_of(off)].obj, &view, PyBUF_SIMPLE)
+        cdef int m
+        cdef KeyCache kc = self._kc
+        self._cache_sync()
+        if not _encode_key(topic, key, &t, &tlen, &k, &klen, &key_hash):
+            return None
+        rmq_kc_prefetch(&kc.c, key_hash)
+        msg = alloc_message(factory)
+        if msg is None:
+            return None
+        off = rmq_kc_get_n(&kc.c, key_hash, &n)
+        if n == 0:
+            return []
+        if n != 1 or self._idx == NULL:  # more than one entry, or released during the allocation
+            return None
+        if off < 0 or off >= cl_end or self._ncl == 0:
+            return []
+        lo = self._file_of(off)
+        file_from = self._from[lo]
+        if file_from > off:
+            return []
+        _get_buffer(self._cl[lo].obj, &view, PyBUF_SIMPLE)
         try:
-            msg = make_message(factory, off, <const unsigned char *>view.buf, &rec)
+            _prefetch_record(<const unsigned char *>view.buf, view.len, file_from, off)
+            position = off
+            m = _check_in(<const unsigned char *>view.buf, view.len, file_from, off, t, tlen, k, klen, cl_end, True,
+                          &rec)
+            if m <= 0:
+                return None if m < 0 else []
+            fill_message(msg, position, <const unsigned char *>view.buf, &rec)
         finally:
             PyBuffer_Release(&view)
-        return None if msg is None else [msg]
+        return [msg]
 
     cdef object _cached_body(self, str topic, str key, int64_t cl_end):
         cdef Py_ssize_t tlen, klen
@@ -578,7 +645,7 @@ cdef class LookupFront:
         cdef KeyLookup lk = self.current
         if lk is not None and not raw:
             try:
-                got = lk.messages_now(topic, key, begin, end, max_num, self._message)
+                got = lk._messages_now(topic, key, begin, end, max_num, self._message)
             except ValueError:  # released by another thread (files changed) since it was set
                 got = 2
             if type(got) is list:
