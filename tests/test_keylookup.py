@@ -332,10 +332,10 @@ def test_a_collection_during_a_query_may_release_the_lookup(tmp_path: Path, impl
     import gc
 
     with MessageStore(tmp_path, impl=impl.name) as s:
-        for i in range(300):
+        for i in range(60):
             s.put("T", b"b%d" % i, i % 3, keys=f"k{i}")
         if twice:  # each key indexed twice, and asked in a time window: the walk answers
-            for i in range(300):
+            for i in range(60):
                 s.put("T", b"c%d" % i, i % 3, keys=f"k{i}")
         state = {"inside": False, "released_inside": 0}
 
@@ -350,7 +350,7 @@ def test_a_collection_during_a_query_may_release_the_lookup(tmp_path: Path, impl
 
         old = gc.get_threshold()
         try:
-            for i in range(300):
+            for i in range(60):
                 key = f"k{i}"
                 s.lookup("T", key)  # a current lookup, its cache filled
                 gc.collect()
