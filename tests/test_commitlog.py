@@ -59,6 +59,33 @@ def test_queue_offsets_per_topic_queue_and_transactions(tmp_path: Path, impl) ->
         assert cl.put("T", b"commit", 0, sys_flag=L.TRANSACTION_COMMIT).queue_offset == 3
 
 
+def test_alternating_topics_keep_their_own_queues(tmp_path: Path, impl) -> None:
+    """The appender remembers the last topic it put (its bytes and queue table): runs of puts to
+    one topic, switches, equal topics in other str objects, a str subclass, a batch in between and
+    a reset of the queue offsets all land in the right topic and queue offset."""
+
+    class Name(str):
+        pass
+
+    with _cl(tmp_path, impl) as cl:
+        with pytest.raises(InvalidTopicError):
+            cl.put(None, b"x", 0)  # type: ignore[arg-type]
+        seq = ["A", "A", "B", "A", "".join(["A"]), Name("B"), "B", "C", "A"]
+        want: dict[str, int] = {}
+        got = []
+        for i, t in enumerate(seq):
+            if i == 4:
+                assert cl.put_batch("B", [b"1", b"2"], 0).queue_offset == want.get("B", 0)
+                want["B"] = want.get("B", 0) + 2
+            r = cl.put(t, b"m%d" % i, 0)
+            assert r.queue_offset == want.get(str(t), 0)
+            want[str(t)] = want.get(str(t), 0) + 1
+            got.append((cl.read(r.physical_offset).topic, r.queue_offset))
+        assert [t for t, _ in got] == [str(t) for t in seq]
+        cl._appender.clear_queue_offsets()
+        assert cl.put("A", b"again", 0).queue_offset == 0 and cl.put("B", b"again", 0).queue_offset == 0
+
+
 def test_roll_writes_blank_and_every_file_ends_with_one(tmp_path: Path, impl) -> None:
     body = b"x" * 300
     with _cl(tmp_path, impl, prepare_next=False) as cl:
@@ -118,6 +145,7 @@ def test_batch_never_splits_and_is_all_or_nothing(tmp_path: Path, impl) -> None:
         (dict(topic=""), InvalidTopicError),
         (dict(topic="T" * 256), InvalidTopicError),
         (dict(topic="主题"), InvalidTopicError),
+        (dict(topic=None), InvalidTopicError),  # first of all: nothing was put before it
         (dict(body="text"), InvalidMessageError),
         (dict(body=b"x" * 1025), MessageTooLargeError),
         (dict(properties={"p": "v" * 32767}), PropertiesTooLargeError),

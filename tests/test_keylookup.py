@@ -349,6 +349,7 @@ def test_a_collection_during_a_query_may_release_the_lookup(tmp_path: Path, impl
                 s._drop_lookup()
 
         old = gc.get_threshold()
+        gc.freeze()  # the session's objects: out of every collection here (they would cost seconds)
         try:
             for i in range(60):
                 key = f"k{i}"
@@ -364,5 +365,6 @@ def test_a_collection_during_a_query_may_release_the_lookup(tmp_path: Path, impl
                 assert [(m.body, m.queue_id, m.keys) for m in got] == want
         finally:
             gc.set_threshold(*old)
+            gc.unfreeze()
     if impl.name == "native":
         assert state["released_inside"] > 0

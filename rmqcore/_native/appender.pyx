@@ -95,6 +95,9 @@ cdef int64_t I32_MIN = -2147483648
 cdef int64_t I32_MAX = 2147483647
 
 
+_NO_TOPIC = object()
+
+
 @cython.freelist(64)
 @cython.no_gc
 cdef class AppendResult:
@@ -189,6 +192,11 @@ cdef class Appender:
     cdef object _clock
     cdef dict _queues  # topic -> _Queues
     cdef dict _topics
+    # the last topic put (an exact str, held) with its bytes and, once looked up, its queue table:
+    # a run of puts to one topic skips both dict lookups
+    cdef object _last_topic
+    cdef bytes _last_tb
+    cdef _Queues _last_qt
     cdef int64_t _pos
     cdef bytes _store_addr
     cdef int32_t _store_port
@@ -207,6 +215,7 @@ cdef class Appender:
     cdef int64_t _gil_seen
 
     def __cinit__(self):
+        self._last_topic = _NO_TOPIC  # no argument is this object
         self._has_view = False
         self._gil_req = NULL
         self._lock = PyThread_allocate_lock()
@@ -328,10 +337,14 @@ cdef class Appender:
             self._release()
 
     cdef _Queues _table(self, object topic):
+        if topic is self._last_topic and self._last_qt is not None:
+            return self._last_qt
         t = self._queues.get(topic)
         if t is None:
             t = _Queues()
             self._queues[topic] = t
+        if topic is self._last_topic:
+            self._last_qt = <_Queues>t
         return <_Queues>t
 
     def get_queue_offset(self, topic, queue_id):
@@ -355,6 +368,7 @@ cdef class Appender:
 
     def clear_queue_offsets(self):
         self._queues.clear()
+        self._last_qt = None
 
     cdef object _file(self):
         if self._closed:
@@ -385,10 +399,15 @@ cdef class Appender:
         cdef AppendResult r
 
         # topic (validated once per distinct topic by the owner)
-        tb = self._topics.get(topic) if PyUnicode_CheckExact(topic) else None
-        if tb is None:
-            tb = self._owner._topic_bytes(topic)
-            self._topics[topic] = tb
+        if topic is self._last_topic:
+            tb = self._last_tb
+        else:
+            tb = self._topics.get(topic) if PyUnicode_CheckExact(topic) else None
+            if tb is None:
+                tb = self._owner._topic_bytes(topic)
+                self._topics[topic] = tb
+            if PyUnicode_CheckExact(topic):
+                self._last_topic, self._last_tb, self._last_qt = topic, tb, None
         m.topic = <const unsigned char *>PyBytes_AS_STRING(tb)
         m.topic_len = PyBytes_GET_SIZE(tb)
         m.v2 = PyUnicode_GET_LENGTH(topic) > 127
