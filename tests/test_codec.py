@@ -54,6 +54,7 @@ from rmqcore.layout import (
     C_TOPIC_POS,
     FLAG_BORNHOST_V6,
     FLAG_STOREHOST_V6,
+    MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
     MIN_RECORD_SIZE,
@@ -1025,6 +1026,57 @@ def test_decoding_neighbours_shares_nothing_wrong(impls, ms, order):
                     if d[k] == prev[k] and not (k == "topic" and len(d[k]) > 128):  # longer: not compared
                         assert d[k] is prev[k], k
             prev = d
+
+
+@CROSS
+@given(ms=neighbours(), data=st.data())
+def test_decode_messages_is_decode_record_of_each(impls, ms, data):
+    """``decode_messages`` = ``decode_record`` at each position, built by the factory (MessageExt,
+    made directly by the native twin, or any callable): the same list, the same stop at a BLANK or
+    at the end of the data, the same first error at a corrupt record or a position out of range."""
+    from rmqcore.message import MessageExt
+
+    buf, starts = bytearray(), []
+    for m in ms:
+        starts.append(len(buf))
+        buf += record(impls[0].codec, **m)
+    end = len(buf)
+    buf += struct.pack(">ii", 8, MAGIC_BLANK)  # a BLANK
+    if data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(ms) - 1))
+        buf[starts[i] + data.draw(st.integers(0, 60))] ^= 0x5A  # a header byte: any outcome
+    pool = starts + [end, len(buf), 3, -1]
+    positions = data.draw(st.lists(st.sampled_from(pool), max_size=10))
+    base = data.draw(st.sampled_from([0, 1 << 30]))
+    limit = data.draw(st.sampled_from([len(buf), end]))
+    frozen = bytes(buf)
+
+    def one(dec: Any, factory: Any) -> tuple:
+        try:
+            got, n = dec.codec.decode_messages(frozen, base, positions, limit, True, factory)
+        except Exception as e:  # noqa: BLE001 - the class and position are compared
+            return ("raise", type(e), getattr(e, "position", None))
+        return ("ok", n, [tuple(getattr(m, f) for f in MessageExt.__slots__ if f != "_props")
+                          if isinstance(m, MessageExt) else m for m in got])
+
+    def each(factory: Any) -> tuple:
+        out = []
+        for p in positions:
+            try:
+                raw = impls[0].codec.decode_record(frozen, p, limit, True)
+            except Exception as e:  # noqa: BLE001
+                return ("raise", type(e), getattr(e, "position", None))
+            if raw is None:
+                break
+            m = factory(base + p, raw)
+            out.append(tuple(getattr(m, f) for f in MessageExt.__slots__ if f != "_props")
+                       if isinstance(m, MessageExt) else m)
+        return ("ok", len(out), out)
+
+    for factory in (MessageExt, lambda off, raw: (off, raw)):
+        want = each(factory)
+        for dec in impls:
+            assert one(dec, factory) == want, dec.name
 
 
 @CROSS

@@ -225,6 +225,49 @@ def test_corrupt_record_error_names_file_and_offset(tmp_path: Path, impl) -> Non
         assert items[-1].position == rs[1].physical_offset
         with pytest.raises(OffsetOutOfRangeError):
             cl.read(10**9)
+        # read_many: the same error for the same record, after the good one before it
+        with pytest.raises(ChecksumError) as ei:
+            cl.read_many([rs[0].physical_offset, rs[1].physical_offset], verify_crc=True)
+        assert ei.value.path == str(path) and ei.value.position == rs[1].physical_offset
+        flipped = cl.read(rs[1].physical_offset).body  # without the CRC check: served as stored
+        assert flipped != b"q" * 100
+        assert [m.body for m in cl.read_many([rs[2].physical_offset, rs[1].physical_offset])] == [b"q" * 100, flipped]
+
+
+def _read_many_outcome(cl: CommitLog, offsets: list[int], verify: bool) -> tuple:
+    try:
+        return ("ok", [(m.position, m.body, m.queue_offset, m.topic) for m in cl.read_many(offsets, verify)])
+    except Exception as e:  # noqa: BLE001 - compared with read's
+        return ("raise", type(e), str(e))
+
+
+def _read_outcome(cl: CommitLog, offsets: list[int], verify: bool) -> tuple:
+    try:
+        return ("ok", [(m.position, m.body, m.queue_offset, m.topic) for m in (cl.read(o, verify) for o in offsets)])
+    except Exception as e:  # noqa: BLE001
+        return ("raise", type(e), str(e))
+
+
+def test_read_many_is_read_of_each_offset(tmp_path: Path, impl) -> None:
+    """``read_many`` over runs in several files, any order, repeats, and offsets that are out of
+    range, at a BLANK or inside a record: the same messages or the same first error as ``read``."""
+    import random
+
+    with _cl(tmp_path, impl, prepare_next=False) as cl:
+        rs = [cl.put("T%d" % (i % 3), b"m%04d" % i * (1 + i % 40), i % 2) for i in range(120)]
+        assert len(cl.queue.files) >= 3
+        good = [r.physical_offset for r in rs]
+        blank = [mf.file_from_offset + mf.wrote_position for mf in cl.queue.files[:-1]
+                 if mf.wrote_position < mf.file_size]
+        bad = [*blank, good[5] + 1, -1, cl.max_offset, 10**12]
+        rnd = random.Random(3)
+        cases = [good, sorted(rnd.sample(good, 40)), rnd.sample(good, 40), [good[7]] * 3, []]
+        cases += [[*rnd.sample(good, 5), b, *rnd.sample(good, 5)] for b in bad]
+        for offsets in cases:
+            for verify in (False, True):
+                assert _read_many_outcome(cl, offsets, verify) == _read_outcome(cl, offsets, verify)
+        assert _read_many_outcome(cl, good, True)[1] == [(r.physical_offset, b"m%04d" % i * (1 + i % 40),
+                                                          r.queue_offset, "T%d" % (i % 3)) for i, r in enumerate(rs)]
 
 
 def test_wrong_sized_file_is_a_clear_error_and_empty_last_file_deleted(tmp_path: Path, impl) -> None:

@@ -68,6 +68,7 @@ __all__ = [
     "check_record",
     "scan_records",
     "decode_record",
+    "decode_messages",
     "decode_batch",
     "slices",
 ]
@@ -1048,6 +1049,43 @@ cdef inline bytes _bytes_at(const unsigned char *base, int64_t pos, int64_t n):
         with nogil:
             rmq_pretouch(base + pos, <size_t>n)
     return PyBytes_FromStringAndSize(<char *>base + pos, n)
+
+
+def decode_messages(buf, base, positions, limit, verify_crc, factory):
+    """See the pure twin. For the class given to ``register_message_class`` each message is built
+    directly (``make_message``), under one export of ``buf``; any other factory is called after
+    it is released, on the raw tuples."""
+    cdef _In b
+    cdef int64_t p, l, size, gbase = base
+    cdef rmq_record r
+    cdef int st
+    cdef bint verify = True if verify_crc else False
+    cdef bint direct = True
+    cdef Py_ssize_t j
+    out = []
+    starts = []
+    b.held = False
+    try:
+        _in_buf(&b, buf)
+        for pos in positions:
+            _check_range(b.len, pos, limit, &p, &l)
+            st = _check(b.ptr, p, l, verify, &size, &r)
+            if st == RMQ_ST_END or st == RMQ_ST_BLANK:
+                break
+            if st != RMQ_ST_MSG:
+                raise_for_status(st, pos)
+            m = make_message(factory, gbase + p, b.ptr, &r)
+            if m is None:
+                direct = False
+                m = record_tuple(b.ptr, &r)
+                starts.append(gbase + p)
+            out.append(m)
+    finally:
+        _in_release(&b)
+    if not direct:
+        for j in range(len(out)):
+            out[j] = factory(starts[j], out[j])
+    return out, len(out)
 
 
 def decode_record(buf, pos, limit, verify_crc):

@@ -70,6 +70,7 @@ __all__ = [
     "check_record",
     "scan_records",
     "decode_record",
+    "decode_messages",
     "decode_batch",
     "slices",
 ]
@@ -405,6 +406,22 @@ def decode_record(buf: Any, pos: int, limit: int, verify_crc: bool) -> tuple[Any
         store_addr, store_port, reconsume, prepared, bytes(mv[body_pos : body_pos + body_len]),
         bytes(mv[topic_pos : topic_pos + topic_len]), bytes(mv[props_pos : props_pos + props_len]),
     )
+
+
+def decode_messages(buf: Any, base: int, positions: Any, limit: int, verify_crc: bool,
+                    factory: Any) -> tuple[list[Any], int]:
+    """``decode_record`` at each of ``positions`` in one call, each result built as
+    ``factory(base + pos, raw)`` (``base``: the global offset of ``buf[0]``). Returns the built
+    list and how many positions it covers: fewer than all when one holds no record (a BLANK, or
+    the end of the data at ``limit``), where it stops. Raises ValueError for a position outside
+    ``[0, limit]`` and a CorruptionError subclass positioned at the first invalid record."""
+    out: list[Any] = []
+    for i, p in enumerate(positions):
+        raw = decode_record(buf, p, limit, verify_crc)
+        if raw is None:
+            return out, i
+        out.append(factory(base + p, raw))
+    return out, len(out)
 
 
 def decode_batch(buf: Any, pos: int, limit: int, out: Any, verify_crc: bool) -> tuple[int, int, int]:
