@@ -161,6 +161,15 @@ class ConsumeQueue:
         n = min(max_units, (mf.wrote_position - pos) // UNIT)
         return _units(mf, n, pos)
 
+    def unit_span(self, queue_offset: int, max_units: int) -> tuple[MappedFile, int, int] | None:
+        """Where ``units(queue_offset, max_units)`` are: ``(file, byte position, count)``, read in
+        place by a kernel call (``dispatch.select_units``); None when no file holds the offset."""
+        loc = self._file_for(queue_offset)
+        if loc is None:
+            return None
+        mf, pos = loc
+        return mf, pos, max(0, min(max_units, (mf.wrote_position - pos) // UNIT))
+
     def first_at_or_after(self, physical_offset: int) -> int:
         """The first queue offset (>= min offset) whose unit's record starts at or after
         ``physical_offset``; ``max_offset`` when none. Binary search over the mapped units, no copy."""

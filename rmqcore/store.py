@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import operator
 import os
 import threading
 import time
@@ -111,6 +112,10 @@ def _ram_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 8 << 30
+
+
+# dispatch.select_units's statuses
+_SELECT_STATUS = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.FOUND, GetStatus.MESSAGE_WAS_REMOVING)
 
 
 def _tag_codes(expr: str | None) -> set[int] | None:
@@ -832,7 +837,15 @@ class MessageStore:
         self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
         max_bytes: int = 128 * 1024 * 1024, tag_filter: str | None = None,
     ) -> GetResult:
-        """DefaultMessageStore.getMessage: pull from ``offset`` with RocketMQ's statuses and next offsets."""
+        """DefaultMessageStore.getMessage: pull from ``offset`` with RocketMQ's statuses and next offsets.
+
+        Raises:
+            ConfigError: ``offset``, ``max_msgs`` or ``max_bytes`` is not an integer.
+        """
+        try:
+            offset, max_msgs, max_bytes = operator.index(offset), operator.index(max_msgs), operator.index(max_bytes)
+        except TypeError as e:
+            raise ConfigError(f"get_messages takes integer offset, max_msgs and max_bytes: {e}") from None
         self._caught_up()
         cq = self.consume_queues.get((topic, queue_id))
         if cq is None:
@@ -848,61 +861,18 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi, _store=self)
         cfg = self.config
         max_filter = max(16000, max_msgs * L.CQ_UNIT_SIZE) // L.CQ_UNIT_SIZE
-        units = cq.units(offset, max_filter)
-        if len(units) == 0:
+        span = cq.unit_span(offset, max_filter)
+        if span is None or span[2] == 0:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, offset + 1, lo, hi, _store=self)
+        mf, pos, n = span
         codes = _tag_codes(tag_filter)
-        max_phys = self.commitlog.max_offset
         mem_limit = _ram_bytes() * cfg.access_message_in_memory_max_ratio // 100
-        cl_min = self.commitlog.min_offset
-        status = GetStatus.NO_MATCHED_MESSAGE
-        res = GetResult(status, 0, lo, hi, _store=self)
-        total = 0
-        i = 0
-        n = len(units)
-        # the units become Python ints a chunk at a time: a pull usually stops after max_msgs of
-        # the (up to 800) units read, and converting them all cost more than the rest of the pull
-        chunk = max_msgs + 1 if codes is None else 64
-        at = have = 0
-        offs: list[int] = []
-        szs: list[int] = []
-        tags: list[int] = []
-        while i < n:
-            if i == have:
-                at, have = have, min(n, have + chunk)
-                chunk *= 2
-                offs = units["offset"][at:have].tolist()
-                szs = units["size"][at:have].tolist()
-                tags = units["tags"][at:have].tolist()
-            off, size, code = offs[i - at], szs[i - at], tags[i - at]
-            in_disk = max_phys - off > mem_limit
-            count = len(res.physical_offsets)
-            if total and count:
-                if max_msgs <= count:
-                    break
-                lim_b, lim_c = (
-                    (cfg.max_transfer_bytes_on_disk, cfg.max_transfer_count_on_disk) if in_disk
-                    else (cfg.max_transfer_bytes_in_memory, cfg.max_transfer_count_in_memory)
-                )
-                if total + size > min(lim_b, max_bytes) or count > lim_c - 1:
-                    break
-            i += 1
-            # tag filter on the unit (DefaultMessageFilter): ext addresses always match, else the
-            # code's int value must be one of the subscribed tags' hashes (collisions pass through)
-            if codes is not None and code >= -(2**31) and _as_int32(code) not in codes:
-                continue
-            if off < cl_min:
-                if not total:
-                    status = GetStatus.MESSAGE_WAS_REMOVING
-                continue
-            res.physical_offsets.append(off)
-            res.queue_offsets.append(offset + i - 1)
-            res.sizes.append(size)
-            total += size
-            status = GetStatus.FOUND
-        res.status = status
-        res.next_begin_offset = offset + i
-        return res
+        cap = 2**62  # the kernel's arguments are int64: larger limits are the same as no limit
+        status, i, phys, qoffs, sizes = self._dispatch_kernel.select_units(
+            mf.mm, pos, n, offset, max(-cap, min(max_msgs, cap)), max(-cap, min(max_bytes, cap)), codes,
+            self.commitlog.min_offset, self.commitlog.max_offset, mem_limit, cfg.max_transfer_bytes_on_disk,
+            cfg.max_transfer_count_on_disk, cfg.max_transfer_bytes_in_memory, cfg.max_transfer_count_in_memory)
+        return GetResult(_SELECT_STATUS[status], offset + i, lo, hi, phys, qoffs, sizes, _store=self)
 
     def query_by_key(
         self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1, max_num: int = 64, *, raw: bool = False,

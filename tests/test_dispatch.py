@@ -707,3 +707,77 @@ def test_live_run_naps_for_the_writer_until_another_thread_wants_to_dispatch(dsp
     with pytest.raises(ValueError):
         d.nap(-1.0)
     d.set_signals(None, None)
+
+
+# --------------------------------------------------------------------------------------------------
+# select_units: the unit loop of getMessage
+# --------------------------------------------------------------------------------------------------
+
+
+def _reference_select(units: list[tuple[int, int, int]], offset: int, max_msgs: int, max_bytes: int,
+                      codes: set[int] | None, cl_min: int, max_phys: int, mem_limit: int,
+                      limits: tuple[int, int, int, int]) -> tuple:
+    """DefaultMessageStore.getMessage's loop over the units, written out plainly from the spec."""
+    disk_b, disk_c, mem_b, mem_c = limits
+    status, total, taken, i = 0, 0, [], 0
+    for off, size, code in units:
+        if total and taken:
+            if max_msgs <= len(taken):
+                break
+            lb, lc = (disk_b, disk_c) if max_phys - off > mem_limit else (mem_b, mem_c)
+            if total + size > min(lb, max_bytes) or len(taken) > lc - 1:
+                break
+        i += 1
+        if codes is not None and code >= -(2**31):
+            c32 = code & 0xFFFFFFFF
+            if (c32 - 2**32 if c32 >= 2**31 else c32) not in codes:
+                continue
+        if off < cl_min:
+            if not total:
+                status = 2
+            continue
+        taken.append((off, offset + i - 1, size))
+        total += size
+        status = 1
+    return (status, i, [t[0] for t in taken], [t[1] for t in taken], [t[2] for t in taken])
+
+
+@FAST
+@given(
+    units=st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1) | st.integers(0, 5000),
+                             st.integers(-(2**31), 2**31 - 1) | st.integers(0, 300),
+                             st.integers(-(2**63), 2**63 - 1) | st.sampled_from([7, -7, 2**32 + 7, -(2**40)])),
+                   max_size=60),
+    lead=st.integers(0, 3),
+    offset=st.integers(0, 2**40),
+    max_msgs=st.integers(-2, 40),
+    max_bytes=st.integers(0, 10**6) | st.just(2**62),
+    codes=st.none() | st.sets(st.sampled_from([7, -7, 0, 2**31 - 1, -(2**31)]) | st.integers(-(2**31), 2**31 - 1),
+                              max_size=4),
+    cl_min=st.integers(0, 3000),
+    max_phys=st.integers(0, 6000),
+    mem_limit=st.integers(0, 6000),
+    limits=st.tuples(st.integers(0, 2000), st.integers(0, 40), st.integers(0, 5000), st.integers(0, 40)),
+)
+def test_select_units_twins_follow_get_message(units, lead, offset, max_msgs, max_bytes, codes, cl_min, max_phys,
+                                                mem_limit, limits) -> None:
+    """Both twins = the loop as RocketMQ writes it, on units read in place at any byte position,
+    with corrupt values (negative sizes and offsets, codes past int32) included."""
+    buf = bytearray(b"\xee" * lead)
+    for off, size, code in units:
+        buf += off.to_bytes(8, "big", signed=True) + size.to_bytes(4, "big", signed=True)
+        buf += code.to_bytes(8, "big", signed=True)
+    want = _reference_select(units, offset, max_msgs, max_bytes, codes, cl_min, max_phys, mem_limit, limits)
+    for k in kernels():
+        got = k.select_units(bytes(buf), lead, len(units), offset, max_msgs, max_bytes, codes, cl_min, max_phys,
+                             mem_limit, *limits)
+        assert got == want
+
+
+def test_select_units_range_errors() -> None:
+    buf = bytes(20 * 4 + 3)
+    for k in kernels():
+        assert k.select_units(buf, 3, 4, 0, 32, 2**20, None, 0, 10, 0, 1, 1, 1 << 20, 32)[:2] == (1, 4)
+        for pos, n in ((4, 4), (-1, 1), (0, -1), (len(buf) + 1, 0)):
+            with pytest.raises(ValueError):
+                k.select_units(buf, pos, n, 0, 32, 2**20, None, 0, 10, 0, 1, 1, 1 << 20, 32)

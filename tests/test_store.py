@@ -242,3 +242,23 @@ def test_puts_hand_the_gil_to_a_dispatch_thread_that_asks(tmp_path: Path, impl) 
     finally:
         app.set_gil_request(None)
         s.close()
+
+
+def test_get_messages_takes_integer_arguments_of_any_int_type(tmp_path: Path, impl) -> None:
+    """Pull arguments are integers (numpy's too); anything else is a ConfigError, not a kernel
+    TypeError; limits past int64 act as no limit."""
+    import numpy as np
+
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        for i in range(10):
+            s.put("T", b"m%d" % i, 0, tags="a" if i % 2 else "b")
+        r = s.get_messages("g", "T", 0, np.int64(2), np.int32(3), 2**80)
+        assert (r.status, r.queue_offsets, r.next_begin_offset) == (GetStatus.FOUND, [2, 3, 4], 5)
+        assert [m.body for m in r.messages] == [b"m2", b"m3", b"m4"]
+        r = s.get_messages("g", "T", 0, 0, 2**70, tag_filter="a")
+        assert r.queue_offsets == [1, 3, 5, 7, 9] and r.next_begin_offset == 10
+        for bad in (dict(offset=1.0), dict(max_msgs=2.5), dict(max_bytes="1")):
+            args = dict(offset=0, max_msgs=32, max_bytes=1 << 20)
+            args.update(bad)
+            with pytest.raises(ConfigError):
+                s.get_messages("g", "T", 0, args["offset"], args["max_msgs"], args["max_bytes"])

@@ -13,7 +13,8 @@ from libc.string cimport memcmp, memcpy
 
 from ..layout import NCOLUMNS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK, ST_END, ST_MSG, ST_TORN
 
-__all__ = ["dispatch_batch", "sparse_points", "Dispatcher", "STOP_NONE", "STOP_QUEUE",
+__all__ = ["dispatch_batch", "sparse_points", "select_units", "SELECT_NO_MATCH", "SELECT_FOUND", "SELECT_REMOVING",
+           "Dispatcher", "STOP_NONE", "STOP_QUEUE",
            "STOP_SPECIAL", "STOP_INDEX", "STOP_SEG", "DISPATCH_ROWS", "D_TAGS_CODE", "D_FLAGS", "D_KEYS_START", "D_KEYS_COUNT",
            "DF_SCHEDULE", "DF_BAD_UTF8"]
 
@@ -671,3 +672,84 @@ cdef class Dispatcher:
         if stop == 0 and st == RMQ_ST_MSG:
             st = RMQ_ST_END if at >= limit else st
         return done, at, st, stop, a, b, c, d, max_ts, nseg
+
+
+# -- the unit loop of getMessage --------------------------------------------------------------------
+DEF SELECT_NO_MATCH_ = 0
+DEF SELECT_FOUND_ = 1
+DEF SELECT_REMOVING_ = 2
+SELECT_NO_MATCH = 0
+SELECT_FOUND = 1
+SELECT_REMOVING = 2
+
+
+def select_units(buf, int64_t pos, int64_t n, int64_t offset, int64_t max_msgs, int64_t max_bytes, codes,
+                 int64_t cl_min, int64_t max_phys, int64_t mem_limit, int64_t disk_bytes, int64_t disk_count,
+                 int64_t mem_bytes, int64_t mem_count):
+    """See the pure twin. The units are read in place, under one export of ``buf``."""
+    cdef Py_buffer view
+    cdef const unsigned char *u
+    cdef int64_t i = 0, total = 0, count = 0, off, size, code, lim_b, lim_c
+    cdef int32_t *cs = NULL
+    cdef int32_t c32
+    cdef Py_ssize_t ncs = 0, j
+    cdef int status = SELECT_NO_MATCH_
+    cdef bint filt = codes is not None
+    cdef bint hit
+    phys = []
+    qoffs = []
+    sizes = []
+    if filt:
+        cs = <int32_t *>malloc((len(codes) + 1) * sizeof(int32_t))
+        if cs == NULL:
+            raise MemoryError()
+    try:
+        if filt:
+            for c in codes:
+                if -2**31 <= c < 2**31:  # no int32 equals any other
+                    cs[ncs] = <int32_t>c
+                    ncs += 1
+        _get_buffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            if pos < 0 or n < 0 or pos > view.len or n > (view.len - pos) // 20:
+                raise ValueError(f"{n} units at {pos} outside a buffer of {view.len} bytes")
+            u = <const unsigned char *>view.buf + pos
+            while i < n:
+                off = rmq_load_be64s(u)
+                size = rmq_load_be32s(u + 8)
+                code = rmq_load_be64s(u + 12)
+                if total != 0 and count != 0:
+                    if max_msgs <= count:
+                        break
+                    if off < max_phys - mem_limit:  # max_phys - off > mem_limit, without overflow
+                        lim_b, lim_c = disk_bytes, disk_count
+                    else:
+                        lim_b, lim_c = mem_bytes, mem_count
+                    if total + size > min(lim_b, max_bytes) or count > lim_c - 1:
+                        break
+                i += 1
+                u += 20
+                if filt and code >= -2147483648:
+                    c32 = <int32_t><uint32_t>code
+                    hit = False
+                    for j in range(ncs):
+                        if cs[j] == c32:
+                            hit = True
+                            break
+                    if not hit:
+                        continue
+                if off < cl_min:
+                    if total == 0:
+                        status = SELECT_REMOVING_
+                    continue
+                phys.append(off)
+                qoffs.append(offset + i - 1)
+                sizes.append(size)
+                total += size
+                count += 1
+                status = SELECT_FOUND_
+        finally:
+            PyBuffer_Release(&view)
+    finally:
+        free(cs)
+    return status, i, phys, qoffs, sizes

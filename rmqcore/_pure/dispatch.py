@@ -48,6 +48,10 @@ from .hashing import index_key_hash, java_string_hash
 __all__ = [
     "dispatch_batch",
     "sparse_points",
+    "select_units",
+    "SELECT_NO_MATCH",
+    "SELECT_FOUND",
+    "SELECT_REMOVING",
     "Dispatcher",
     "STOP_NONE",
     "STOP_QUEUE",
@@ -252,6 +256,72 @@ STOP_INDEX = 3  # the index file is full or unbound before a record's key a: rol
 STOP_SEG = 4  # seg_out is full
 _CHUNK = 4000
 _STRUCT_UNIT = struct.Struct(">qiq")
+
+
+# select_units statuses (GetMessageStatus of the unit loop)
+SELECT_NO_MATCH = 0
+SELECT_FOUND = 1
+SELECT_REMOVING = 2
+_CQ_UNIT = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+
+
+def select_units(buf: Any, pos: int, n: int, offset: int, max_msgs: int, max_bytes: int, codes: Any,
+                 cl_min: int, max_phys: int, mem_limit: int, disk_bytes: int, disk_count: int,
+                 mem_bytes: int, mem_count: int) -> tuple[int, int, list[int], list[int], list[int]]:
+    """The unit loop of DefaultMessageStore.getMessage over the ``n`` consume-queue units at
+    ``buf[pos:]`` (20 bytes each: offset, size, tags code, big-endian), the first one at queue
+    offset ``offset``. A unit is taken unless its tags code fails the filter ``codes`` (a set of
+    tag hash codes, or None for every message; ext addresses, codes below -2**31, always pass) or
+    its record is below ``cl_min`` (removed); the loop stops, once something is taken, at
+    ``max_msgs`` messages, or before the bytes would pass ``max_bytes`` or the transfer limits
+    (``disk_*`` for units more than ``mem_limit`` bytes behind ``max_phys``, else ``mem_*``).
+
+    Returns ``(status, consumed, physical_offsets, queue_offsets, sizes)``: SELECT_FOUND when a
+    message was taken, else SELECT_REMOVING when a removed unit came first, else SELECT_NO_MATCH;
+    ``consumed`` units were looked at (the next pull starts at ``offset + consumed``)."""
+    if pos < 0 or n < 0 or pos + n * 20 > len(memoryview(buf)):
+        raise ValueError(f"{n} units at {pos} outside a buffer of {len(memoryview(buf))} bytes")
+    units = np.frombuffer(bytes(memoryview(buf)[pos : pos + n * 20]), dtype=_CQ_UNIT)
+    status = SELECT_NO_MATCH
+    phys: list[int] = []
+    qoffs: list[int] = []
+    sizes: list[int] = []
+    total = 0
+    i = 0
+    # ints a chunk at a time: the loop usually stops after max_msgs of the units
+    chunk = max_msgs + 1 if codes is None else 64
+    at = have = 0
+    offs: list[int] = []
+    szs: list[int] = []
+    tags: list[int] = []
+    while i < n:
+        if i == have:
+            at, have = have, min(n, have + max(chunk, 1))
+            chunk *= 2
+            offs = units["offset"][at:have].tolist()
+            szs = units["size"][at:have].tolist()
+            tags = units["tags"][at:have].tolist()
+        off, size, code = offs[i - at], szs[i - at], tags[i - at]
+        count = len(phys)
+        if total and count:
+            if max_msgs <= count:
+                break
+            lim_b, lim_c = (disk_bytes, disk_count) if max_phys - off > mem_limit else (mem_bytes, mem_count)
+            if total + size > min(lim_b, max_bytes) or count > lim_c - 1:
+                break
+        i += 1
+        if codes is not None and code >= -(2**31) and (((code & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000) not in codes:
+            continue
+        if off < cl_min:
+            if not total:
+                status = SELECT_REMOVING
+            continue
+        phys.append(off)
+        qoffs.append(offset + i - 1)
+        sizes.append(size)
+        total += size
+        status = SELECT_FOUND
+    return status, i, phys, qoffs, sizes
 
 
 class Dispatcher:
