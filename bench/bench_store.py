@@ -124,7 +124,11 @@ def test_batched_read_commitlog_columnar(benchmark, filled: MessageStore) -> Non
 
 
 @pytest.mark.benchmark(group="store-read")
-def test_pull_32(benchmark, filled: MessageStore) -> None:
+@pytest.mark.parametrize("decode", [False, True], ids=["offsets", "messages"])
+def test_pull_32(benchmark, filled: MessageStore, decode: bool) -> None:
+    """Pulls of 32 through every queue (``get_messages``); with ``decode`` each pull's messages
+    are decoded too (``GetResult.messages``: MessageExt, body CRC verified), as a consumer reads
+    them."""
     def run() -> int:
         n = 0
         for q in range(4):
@@ -133,7 +137,7 @@ def test_pull_32(benchmark, filled: MessageStore) -> None:
                 r = filled.get_messages("g", "BenchTopic", q, off, 32)
                 if r.status != "FOUND":
                     break
-                n += r.message_count
+                n += len(r.messages) if decode else r.message_count
                 off = r.next_begin_offset
         return n
 

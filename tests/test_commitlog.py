@@ -305,3 +305,38 @@ def test_read_batch_columns_match_records(tmp_path: Path, impl) -> None:
             got.extend(zip(b.physical_positions.tolist(), b.topics(), b.bodies(), b.column("queue_id").tolist()))
             off = b.next_offset
     assert got == [(r.physical_offset, f"T{i % 3}", bytes([i]) * i, i % 4) for i, r in enumerate(rs)]
+
+
+@pytest.mark.parametrize("kind", ["slot", "property"])
+def test_wrote_position_of_a_mapped_file_subclass(tmp_path: Path, impl, monkeypatch, kind: str) -> None:
+    """The native appender writes a file's wrote_position straight into MappedFile's slot; a
+    subclass (the slot inherited, or a property in its place) gets the same values."""
+    import rmqcore.mappedfile as mfmod
+
+    seen: list[int] = []
+    if kind == "slot":
+        class Sub(mfmod.MappedFile):
+            __slots__ = ()
+    else:
+        class Sub(mfmod.MappedFile):  # type: ignore[no-redef]
+            __slots__ = ("_wp",)
+
+            @property  # type: ignore[override]
+            def wrote_position(self) -> int:
+                return self._wp  # type: ignore[no-any-return]
+
+            @wrote_position.setter
+            def wrote_position(self, v: int) -> None:
+                seen.append(v)
+                self._wp = v
+
+    monkeypatch.setattr(mfmod, "MappedFile", Sub)
+    with _cl(tmp_path, impl, prepare_next=False) as cl:
+        rs = [cl.put("T", b"x" * (20 + i), 0) for i in range(60)]  # rolls over several 4 KiB files
+        files = cl.queue.files
+        assert len(files) >= 3 and all(type(mf) is Sub for mf in files)
+        assert [mf.wrote_position for mf in files[:-1]] == [FS] * (len(files) - 1)
+        assert files[-1].file_from_offset + files[-1].wrote_position == cl.max_offset == rs[-1].physical_offset + rs[-1].size
+        assert [cl.read(r.physical_offset).body for r in rs] == [b"x" * (20 + i) for i in range(60)]
+    if kind == "property":
+        assert seen[-1] == rs[-1].physical_offset + rs[-1].size - files[-1].file_from_offset and FS in seen

@@ -95,6 +95,11 @@ cdef int64_t I32_MIN = -2147483648
 cdef int64_t I32_MAX = 2147483647
 
 
+cdef extern from "rmq_pyslots.h":
+    ctypedef struct PyObject
+    Py_ssize_t rmq_member_offset(object d, object cls)
+    void rmq_slot_replace(PyObject *o, Py_ssize_t off, PyObject *v)
+
 _NO_TOPIC = object()
 
 
@@ -198,6 +203,7 @@ cdef class Appender:
     cdef bytes _last_tb
     cdef _Queues _last_qt
     cdef int64_t _pos
+    cdef Py_ssize_t _wp_off  # the bound file's wrote_position slot (its offset in the object), or -1
     cdef bytes _store_addr
     cdef int32_t _store_port
     cdef readonly int64_t file_size
@@ -309,6 +315,7 @@ cdef class Appender:
             PyBuffer_Release(&self._view)
             self._has_view = False
         self._mf = mf
+        self._wp_off = -1
         if mf is not None:
             PyObject_GetBuffer(mf.mm, &self._view, PyBUF_WRITABLE)
             self._has_view = True
@@ -319,9 +326,21 @@ cdef class Appender:
                 raise ValueError("mapped file is smaller than the file size")
             self._from = mf.file_from_offset
             self._pos = mf.wrote_position
+            self._wp_off = rmq_member_offset(type(mf).__dict__.get("wrote_position"), type(mf))
             rmq_publish_i64(self._live, self._from + self._pos)
         elif self._live != NULL:
             rmq_publish_i64(self._live, -1)
+        return 0
+
+    cdef inline int _set_wrote(self, object mf, int64_t v) except -1:
+        """``mf.wrote_position = v``; for the bound file, straight into its slot (a put does
+        this once; the generic attribute path cost about as much as the rest of the bookkeeping)."""
+        cdef object o
+        if self._wp_off >= 0 and mf is self._mf:
+            o = v  # an int object (typed: inferred, it would stay a C int64)
+            rmq_slot_replace(<PyObject *>mf, self._wp_off, <PyObject *>o)
+        else:
+            mf.wrote_position = v
         return 0
 
     def set_file(self, mf):
@@ -551,7 +570,7 @@ cdef class Appender:
                 if size + BLANK_SIZE > self.file_size - pos:
                     rmq_encode_blank(<unsigned char *>self._view.buf + pos, <int32_t>(self.file_size - pos))
                     self._pos = self.file_size
-                    mf.wrote_position = self.file_size
+                    self._set_wrote(mf, self.file_size)
                     mf = self._file()
                     pos = self._pos
                     if size + BLANK_SIZE > self.file_size - pos:
@@ -559,7 +578,7 @@ cdef class Appender:
                 m.physical_offset = self._from + pos
                 rmq_encode_record(<unsigned char *>self._view.buf + pos, &m, size, crc)
                 self._pos = pos + size
-                mf.wrote_position = self._pos
+                self._set_wrote(mf, self._pos)
                 rmq_publish_i64(self._live, self._from + self._pos)
                 if qt is not None:
                     qt.put(m.queue_id, qoff + 1)
@@ -609,10 +628,10 @@ cdef class Appender:
                     )
                 rmq_encode_blank(<unsigned char *>self._view.buf + <int64_t>pos, <int32_t>(self.file_size - pos))
                 self._pos = self.file_size
-                mf.wrote_position = self.file_size
+                self._set_wrote(mf, self.file_size)
                 mf = self._file()
             self._pos = pos + total
-            mf.wrote_position = self._pos
+            self._set_wrote(mf, self._pos)
             rmq_publish_i64(self._live, self._from + self._pos)
             qt.put(queue_id, qoff + cnt)
             return BatchAppendResult(self._from + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)

@@ -859,37 +859,7 @@ _ERRORS = {
 # offsets once; make_message then allocates an instance (tp_alloc, as object.__new__ does) and
 # stores the fields as the descriptors would, with no __init__ frame and no raw tuple. Any class
 # that is not laid out that way is refused, and callers then build through the class as before.
-cdef extern from *:
-    """
-    #if PY_VERSION_HEX >= 0x030C0000
-    #define RMQ_T_OBJECT_EX Py_T_OBJECT_EX
-    #define RMQ_READONLY Py_READONLY
-    #else
-    #include "structmember.h"
-    #define RMQ_T_OBJECT_EX T_OBJECT_EX
-    #define RMQ_READONLY READONLY
-    #endif
-    /* the offset of a writable object slot (a member descriptor of cls), or -1 */
-    static Py_ssize_t rmq_member_offset(PyObject *d, PyObject *cls) {
-        PyMemberDef *m;
-        if (Py_TYPE(d) != &PyMemberDescr_Type || !PyType_Check(cls)) return -1;
-        m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type != RMQ_T_OBJECT_EX || (m->flags & RMQ_READONLY)) return -1;
-        if (m->offset < (Py_ssize_t)sizeof(PyObject)
-                || m->offset + (Py_ssize_t)sizeof(PyObject *) > ((PyTypeObject *)cls)->tp_basicsize)
-            return -1;
-        return m->offset;
-    }
-    /* a fresh instance of cls, as object.__new__ allocates it (every slot NULL) */
-    static PyObject *rmq_alloc_instance(PyObject *cls) {
-        PyTypeObject *t = (PyTypeObject *)cls;
-        return t->tp_alloc(t, 0);
-    }
-    static inline void rmq_slot_put(PyObject *o, Py_ssize_t off, PyObject *v) {
-        Py_INCREF(v);
-        *(PyObject **)((char *)o + off) = v;  /* a fresh instance: the slot holds NULL */
-    }
-    """
+cdef extern from "rmq_pyslots.h":
     Py_ssize_t rmq_member_offset(object d, object cls)
     PyObject *rmq_alloc_instance(object cls)
     void rmq_slot_put(PyObject *o, Py_ssize_t off, PyObject *v)
