@@ -975,7 +975,14 @@ class MessageStore:
         self._caught_up()
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
-        raw, _, _ = self.index.query_offset(topic, key, min(max_num, self.config.max_msgs_num_batch), begin, end)
+        max_num = min(max_num, self.config.max_msgs_num_batch)
+        try:  # one kernel call over the mapped index files; the general path below when it cannot answer
+            got = self._current_lookup().offsets_raw(topic, key, begin, end, max_num)
+        except (ValueError, OverflowError, TypeError):  # released meanwhile, or arguments past int64
+            got = 2
+        if type(got) is list:
+            return got
+        raw, _, _ = self.index.query_offset(topic, key, max_num, begin, end)
         return sorted(raw)
 
     def get_by_msg_id(self, msg_id: str) -> MessageExt:

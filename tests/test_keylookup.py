@@ -368,3 +368,28 @@ def test_a_collection_during_a_query_may_release_the_lookup(tmp_path: Path, impl
             gc.unfreeze()
     if impl.name == "native":
         assert state["released_inside"] > 0
+
+
+def test_query_offsets_is_index_service_query_offset(tmp_path: Path, impl: Any) -> None:
+    """``query_offsets`` answers with one kernel call over the mapped index files
+    (``KeyLookup.offsets_raw``): the same offsets as IndexService.queryOffset sorted, across
+    rolled index files, hash collisions, time windows and every max_num; a key the lookup cannot
+    encode is left to the general path."""
+    clock = iter(range(1_700_000_000_000, 1_700_000_000_000 + 10**9, 700))
+    with MessageStore(tmp_path, impl=impl.name, clock=lambda: next(clock), **GEOM) as s:
+        _fill(s)
+        s.dispatch()
+        assert len(s.index._files) > 2
+        t0, t1 = s.index._files[0].begin_timestamp, s.index._files[-1].end_timestamp
+        windows = [(0, 2**63 - 1), (t0, t1), (t0 + 5000, t0 + 40000), (t1 - 3000, t1), (t1 + 1, 2**63 - 1)]
+        for key in ("k3", "k77", "Aa", "BB", "shared", "u-1", "nope", "k5"):
+            for begin, end in windows:
+                for max_num in (0, 1, 3, 64, 100, 1000):
+                    for topic in ("T", "U"):
+                        want = sorted(s.index.query_offset(topic, key, min(max_num, s.config.max_msgs_num_batch),
+                                                           begin, end)[0])
+                        assert s.query_offsets(topic, key, begin, end, max_num) == want, (topic, key, begin, end)
+        assert s._lookup is not None  # answered by the lookup
+        lk = s._lookup
+        assert lk.offsets_raw("T", "Aa", 0, 2**63 - 1, 64) == s.query_offsets("T", "Aa")
+        assert lk.offsets_raw("T", "\ud800", 0, 2**63 - 1, 64) == 2  # a lone surrogate: the general path

@@ -299,8 +299,17 @@ cdef class KeyLookup:
              int64_t cl_end, bint verify_crc, bint newest_body):
         return self._find(topic, key, begin, end, max_num, cl_min, cl_end, verify_crc, newest_body)
 
+    def offsets_raw(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num):
+        """See the pure twin."""
+        ok, got = self._find(topic, key, begin, end, max_num, 0, 0, False, False, True)
+        return got if ok else 2
+
     cdef tuple _find(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, int64_t cl_min,
-                     int64_t cl_end, bint verify_crc, bint newest_body):
+                     int64_t cl_end, bint verify_crc, bint newest_body, bint raw_only=False):
+        """The index walk (IndexService.queryOffset) and each hit's record re-checked: ``(True,
+        ascending offsets)``, or with ``newest_body`` ``(True, the newest match's body or None)``;
+        ``raw_only``: the walk's offsets as they are (hash matches), sorted. ``(False, None)`` when
+        the general path must answer."""
         cdef Py_ssize_t tlen, klen, i
         cdef const unsigned char *t
         cdef const unsigned char *k
@@ -343,6 +352,11 @@ cdef class KeyLookup:
                                                         raw + nraw, <size_t>(max_num - nraw))
                 if hd.begin_timestamp < begin or nraw >= max_num:
                     break
+            if raw_only:
+                for i in range(nraw):
+                    hits.append(raw[i])
+                hits.sort()
+                return True, hits
             # the re-check against each record
             for i in range(nraw):
                 off = raw[i]

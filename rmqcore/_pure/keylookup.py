@@ -160,18 +160,9 @@ class KeyLookup:
             tb, kb = topic.encode("utf-8"), key.encode("utf-8")
         except UnicodeEncodeError:
             return False, None
-        h = index_key_hash(topic + "#" + key)
-        raw: list[int] = []
-        for buf in reversed(self._idx):
-            b, e, _, _ = _TIMES.unpack_from(buf, 0)
-            try:
-                if (begin < b and end > e) or b <= begin <= e or b <= end <= e:
-                    raw += _index.index_select(buf, self._slots, self._entries, h, begin, end, max_num - len(raw),
-                                               self._steps)
-            except (IndexCorruptError, ConfigError, ValueError):  # the general path reports it
-                return False, None
-            if b < begin or len(raw) >= max_num:
-                break
+        raw = self._walk(topic, key, begin, end, max_num)
+        if raw is None:
+            return False, None
         hits: list[int] = []
         best_body: bytes | None = None
         for off in raw:
@@ -186,6 +177,40 @@ class KeyLookup:
             return True, best_body
         hits.sort()
         return True, hits
+
+    def _walk(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int] | None:
+        """IndexService.queryOffset's walk: the hash matches, newest file first, at most
+        ``max_num``; None when the general path must answer (a header it cannot read)."""
+        h = index_key_hash(topic + "#" + key)
+        raw: list[int] = []
+        for buf in reversed(self._idx):
+            b, e, _, _ = _TIMES.unpack_from(buf, 0)
+            try:
+                if (begin < b and end > e) or b <= begin <= e or b <= end <= e:
+                    raw += _index.index_select(buf, self._slots, self._entries, h, begin, end, max_num - len(raw),
+                                               self._steps)
+            except (IndexCorruptError, ConfigError, ValueError):  # the general path reports it
+                return None
+            if b < begin or len(raw) >= max_num:
+                break
+        return raw
+
+    def offsets_raw(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int] | int:
+        """The raw answer (``MessageStore.query_offsets``): the walk's offsets, hash matches only and
+        no record read, sorted ascending; 2 when the general path must answer."""
+        if self._released:
+            raise ValueError("the lookup was released")
+        try:
+            topic.encode("utf-8")
+            key.encode("utf-8")
+            raw = self._walk(topic, key, begin, end, max_num)
+        except UnicodeEncodeError:
+            return 2
+        except ValueError:
+            if self._released:
+                return 2
+            raise
+        return 2 if raw is None else self._answer(sorted(raw))
 
     def _check_hit(self, off: int, tb: bytes, kb: bytes, cl_min: int, cl_end: int,
                    verify_crc: bool) -> tuple[int, bytes | None]:
