@@ -154,11 +154,10 @@ class ConsumeQueue:
     def units(self, queue_offset: int, max_units: int) -> np.ndarray:
         """Up to ``max_units`` units from ``queue_offset``, within one file (as getMessage reads),
         as a structured numpy array (fields offset, size, tags) copied out of the map."""
-        loc = self._file_for(queue_offset)
-        if loc is None:
+        span = self.unit_span(queue_offset, max_units)
+        if span is None:
             return np.empty(0, dtype=_UNIT_DTYPE)
-        mf, pos = loc
-        n = min(max_units, (mf.wrote_position - pos) // UNIT)
+        mf, pos, n = span
         return _units(mf, n, pos)
 
     def unit_span(self, queue_offset: int, max_units: int) -> tuple[MappedFile, int, int] | None:

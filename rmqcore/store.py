@@ -1289,8 +1289,3 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _as_int32(v: int) -> int:
-    v &= 0xFFFFFFFF
-    return v - (1 << 32) if v >= 1 << 31 else v

@@ -678,9 +678,9 @@ cdef class Dispatcher:
 DEF SELECT_NO_MATCH_ = 0
 DEF SELECT_FOUND_ = 1
 DEF SELECT_REMOVING_ = 2
-SELECT_NO_MATCH = 0
-SELECT_FOUND = 1
-SELECT_REMOVING = 2
+SELECT_NO_MATCH = SELECT_NO_MATCH_
+SELECT_FOUND = SELECT_FOUND_
+SELECT_REMOVING = SELECT_REMOVING_
 
 
 def select_units(buf, int64_t pos, int64_t n, int64_t offset, int64_t max_msgs, int64_t max_bytes, codes,

@@ -131,11 +131,10 @@ cdef int _check_in(const unsigned char *buf, Py_ssize_t buflen, int64_t file_fro
                    int64_t cl_end, bint verify_crc, rmq_record *rec) noexcept:
     """``KeyLookup._check_hit`` in the CommitLog file mapped at ``buf`` (``buflen`` bytes, starting at
     global offset ``file_from <= off``): 1 the record at ``off`` is a valid message of topic ``t``
-    with key ``k`` (``rec`` filled), 0 no, -1 when the general path must decide."""
+    with key ``k`` (``rec`` filled), 0 no, -1 when the general path must decide. (Callers start
+    the record's loads first, ``_prefetch_record``.)"""
     cdef int64_t pos = off - file_from, limit = min(<int64_t>buflen, cl_end - file_from), size
     cdef int st
-    if pos + 256 <= limit:
-        _prefetch_record(buf, buflen, file_from, off)
     st = rmq_check_record(buf, pos, limit, verify_crc, &size, rec)
     if st == RMQ_ST_BLANK or st == RMQ_ST_END:
         return 0
@@ -395,15 +394,22 @@ cdef class KeyLookup:
                         const unsigned char **rbuf) noexcept:
         """Is the record at ``off`` a valid message of topic ``t`` with key ``k``? 1 yes, 0 no (or
         outside ``[cl_min, cl_end)``, or not a message), -1 when the general path must decide."""
-        cdef Py_ssize_t lo
-        if off < cl_min or off >= cl_end or self._ncl == 0:
-            return 0
-        lo = self._file_of(off)
-        if self._from[lo] > off:
+        cdef Py_ssize_t lo = self._file_holding(off, cl_min, cl_end)
+        if lo < 0:
             return 0
         rbuf[0] = <const unsigned char *>self._cl[lo].buf
+        _prefetch_record(rbuf[0], self._cl[lo].len, self._from[lo], off)
         return _check_in(rbuf[0], self._cl[lo].len, self._from[lo], off, t, tlen, k, klen, cl_end, verify_crc,
                          rec)
+
+    cdef Py_ssize_t _file_holding(self, int64_t off, int64_t cl_min, int64_t cl_end) noexcept:
+        """The CommitLog file a record at ``off`` would be in: its index, or -1 when ``off`` is
+        outside ``[cl_min, cl_end)`` or before every file."""
+        cdef Py_ssize_t lo
+        if off < cl_min or off >= cl_end or self._ncl == 0:
+            return -1
+        lo = self._file_of(off)
+        return -1 if self._from[lo] > off else lo
 
     cdef int _cache_sync(self) except -1:
         """Take in the index entries added since the cache last looked (sequential reads)."""
@@ -592,12 +598,10 @@ cdef class KeyLookup:
             return []
         if n != 1 or self._idx == NULL:  # more than one entry, or released during the allocation
             return None
-        if off < 0 or off >= cl_end or self._ncl == 0:
+        lo = self._file_holding(off, 0, cl_end)
+        if lo < 0:
             return []
-        lo = self._file_of(off)
         file_from = self._from[lo]
-        if file_from > off:
-            return []
         _get_buffer(self._cl[lo].obj, &view, PyBUF_SIMPLE)
         try:
             _prefetch_record(<const unsigned char *>view.buf, view.len, file_from, off)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, IndexCorruptError
@@ -143,13 +144,20 @@ class KeyLookup:
         self._ids = list(index_ids) if cache is not None and index_ids is not None else []
 
     def release(self) -> None:
-        # The buffers stay listed: a finalizer run by a collection may release the lookup in the
-        # middle of a query, which then ends over them (a map closed meanwhile raises ValueError)
-        # and answers 2, for the general path; the native twin holds exports instead.
+        # The buffers stay listed: a query under way when a finalizer releases the lookup ends over
+        # them and answers 2 (see _guarded); the native twin holds exports instead.
         self._released = True
 
-    def _answer(self, got: _T) -> _T | int:
-        """``got``, or 2 (the general path must answer) when the lookup was released meanwhile."""
+    def _guarded(self, fn: Callable[..., _T], *args: Any) -> _T | int:
+        """``fn(*args)``, or 2 (the general path must answer) when the lookup was released meanwhile
+        (by a finalizer, say: the query then ends over the buffers it listed, and a map closed
+        under it raises ValueError)."""
+        try:
+            got = fn(*args)
+        except ValueError:
+            if self._released:
+                return 2
+            raise
         return 2 if self._released else got
 
     def find(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_min: int, cl_end: int,
@@ -203,14 +211,12 @@ class KeyLookup:
         try:
             topic.encode("utf-8")
             key.encode("utf-8")
-            raw = self._walk(topic, key, begin, end, max_num)
         except UnicodeEncodeError:
             return 2
-        except ValueError:
-            if self._released:
-                return 2
-            raise
-        return 2 if raw is None else self._answer(sorted(raw))
+        raw = self._guarded(self._walk, topic, key, begin, end, max_num)
+        if raw is None:
+            return 2
+        return raw if isinstance(raw, int) else sorted(raw)
 
     def _check_hit(self, off: int, tb: bytes, kb: bytes, cl_min: int, cl_end: int,
                    verify_crc: bool) -> tuple[int, bytes | None]:
@@ -256,31 +262,23 @@ class KeyLookup:
         cl_end = self._end_now()
         if cl_end < 0:
             return 1
-        try:
-            if self._cache is not None and begin <= 0 and end == _NO_END:
-                # the cache names the newest entry of the key's hash: when its record is this key's,
-                # no newer message has the key; anything else (a collision, a record gone) walks
-                got = self._cached_body(topic, key, cl_end)
-                if got is not None:
-                    return self._answer(got)
-            ok, got = self.find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
-        except ValueError:
-            if self._released:
-                return 2
-            raise
-        return self._answer(got if ok else 2)
+        return self._guarded(self._newest_body, topic, key, begin, end, cl_end)
+
+    def _newest_body(self, topic: str, key: str, begin: int, end: int, cl_end: int) -> bytes | None | int:
+        if self._cache is not None and begin <= 0 and end == _NO_END:
+            # the cache names the newest entry of the key's hash: when its record is this key's,
+            # no newer message has the key; anything else (a collision, a record gone) walks
+            got = self._cached_body(topic, key, cl_end)
+            if got is not None:
+                return got
+        ok, got = self.find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
+        return got if ok else 2
 
     def offsets_now(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int] | int:
         """``find(...)``'s exact offsets for ``query_by_key``, with the CommitLog's end read as
         ``newest_body`` reads it. Returns the ascending list, 1 (dispatch first, then ask again) or
         2 (the general path must answer)."""
-        cl_end = self._end_now()
-        try:
-            return self._answer(self._offsets_now(topic, key, begin, end, max_num, cl_end))
-        except ValueError:
-            if self._released:
-                return 2
-            raise
+        return self._guarded(self._offsets_now, topic, key, begin, end, max_num, self._end_now())
 
     def _offsets_now(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_end: int) -> list[int] | int:
         if cl_end < 0:
@@ -297,25 +295,23 @@ class KeyLookup:
         """``offsets_now`` with each match decoded: ``[factory(offset, raw)]`` in ascending offset
         order, ``raw`` the tuple ``codec.decode_record`` returns (the records were checked, CRC
         included, by the lookup); or 1 / 2 as ``offsets_now`` answers."""
-        cl_end = self._end_now()
-        try:
-            got = self._offsets_now(topic, key, begin, end, max_num, cl_end)
-            if not isinstance(got, list):
-                return got
-            out = []
-            for off in got:  # cl_end >= 0 here: the offsets are an answer
-                j = bisect_right(self._from, off) - 1
-                buf, base = self._cl[j], self._from[j]
-                limit = min(len(memoryview(buf)), cl_end - base)
-                st, _size = _codec.check_record(buf, off - base, limit, False)
-                if st != ST_MSG:
-                    return 2  # checked a moment ago: let the general path look again
-                out.append(factory(off, _codec.decode_record(buf, off - base, limit, False)))
-        except ValueError:
-            if self._released:
-                return 2
-            raise
-        return self._answer(out)
+        return self._guarded(self._messages_now, topic, key, begin, end, max_num, factory, self._end_now())
+
+    def _messages_now(self, topic: str, key: str, begin: int, end: int, max_num: int, factory: Any,
+                      cl_end: int) -> Any:
+        got = self._offsets_now(topic, key, begin, end, max_num, cl_end)
+        if not isinstance(got, list):
+            return got
+        out = []
+        for off in got:  # cl_end >= 0 here: the offsets are an answer
+            j = bisect_right(self._from, off) - 1
+            buf, base = self._cl[j], self._from[j]
+            limit = min(len(memoryview(buf)), cl_end - base)
+            st, _size = _codec.check_record(buf, off - base, limit, False)
+            if st != ST_MSG:
+                return 2  # checked a moment ago: let the general path look again
+            out.append(factory(off, _codec.decode_record(buf, off - base, limit, False)))
+        return out
 
     def _cache_probe(self, topic: str, key: str) -> tuple[KeyCache, int, bytes, bytes] | None:
         """The cache, caught up with the index files, and the key's index hash and UTF-8 bytes;
