@@ -2,9 +2,9 @@
  * rmq_pyslots.h - object slots of a Python class with __slots__, read and written in place.
  *
  * A class with __slots__ keeps each slot as an object pointer at a fixed offset in the instance,
- * named by a member descriptor on the class. Knowing the offset, native code can fill a fresh
- * instance (codec.make_message: no __init__ frame) or replace one slot's value (the appender's
- * MappedFile.wrote_position, once per put) without the generic attribute machinery. Only
+ * named by a member descriptor on the class. Knowing the offset, native code can replace one
+ * slot's value (the appender's MappedFile.wrote_position, once per put) without the generic
+ * attribute machinery. Only
  * writable object members qualify; callers fall back to ordinary attribute access otherwise.
  * Include after Python.h (Cython modules only).
  */
@@ -31,20 +31,6 @@ static Py_ssize_t rmq_member_offset(PyObject *d, PyObject *cls)
             || m->offset + (Py_ssize_t)sizeof(PyObject *) > ((PyTypeObject *)cls)->tp_basicsize)
         return -1;
     return m->offset;
-}
-
-/* a fresh instance of cls, as object.__new__ allocates it (every slot NULL) */
-static PyObject *rmq_alloc_instance(PyObject *cls)
-{
-    PyTypeObject *t = (PyTypeObject *)cls;
-    return t->tp_alloc(t, 0);
-}
-
-/* set the slot at off of a fresh instance (it holds NULL) */
-static inline void rmq_slot_put(PyObject *o, Py_ssize_t off, PyObject *v)
-{
-    Py_INCREF(v);
-    *(PyObject **)((char *)o + off) = v;
 }
 
 /* replace the value of the slot at off (as the member descriptor's __set__ does) */

@@ -13,8 +13,9 @@ import ipaddress
 import re
 import struct
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from . import _impl
 from . import layout as L
 from .errors import InvalidMessageError, InvalidTopicError
 
@@ -192,113 +193,15 @@ def compute_tags_code(
     return hashing.tags_code(tags) if tags else 0
 
 
-class MessageExt:
-    """A decoded CommitLog record (MessageExt). Built from a codec raw tuple; strings decoded lazily.
-
-    ``position`` is the global CommitLog offset the record was read at (``physical_offset`` is the
-    PHYSICALOFFSET field stored inside it; the two agree in a healthy store).
-    """
-
-    __slots__ = (
-        "position", "size", "magic", "body_crc", "queue_id", "flag", "queue_offset",
-        "physical_offset", "sys_flag", "born_timestamp", "_born_addr", "_born_port", "store_timestamp",
-        "_store_addr", "_store_port", "reconsume_times", "prepared_transaction_offset", "body", "topic_bytes",
-        "properties_bytes", "_props",
-    )
-    position: int
-    size: int
-    magic: int
-    body_crc: int
-    queue_id: int
-    flag: int
-    queue_offset: int
-    physical_offset: int
-    sys_flag: int
-    born_timestamp: int
-    store_timestamp: int
-    reconsume_times: int
-    prepared_transaction_offset: int
-    body: bytes
-    topic_bytes: bytes
-    properties_bytes: bytes
-
-    def __init__(self, position: int, raw: tuple[Any, ...]) -> None:
-        (
-            self.size, self.magic, self.body_crc, self.queue_id, self.flag, self.queue_offset,
-            self.physical_offset, self.sys_flag, self.born_timestamp, self._born_addr, self._born_port,
-            self.store_timestamp, self._store_addr, self._store_port, self.reconsume_times,
-            self.prepared_transaction_offset, self.body, self.topic_bytes, self.properties_bytes,
-        ) = raw
-        self.position = position
-        self._props: dict[str, str] | None = None
-
-    @property
-    def born_host(self) -> Host:
-        return Host(self._born_addr, self._born_port)  # built on use: most reads never look
-
-    @property
-    def store_host(self) -> Host:
-        return Host(self._store_addr, self._store_port)
-
-    @property
-    def topic(self) -> str:
-        return self.topic_bytes.decode("utf-8", "replace")
-
-    @property
-    def properties_string(self) -> str:
-        """The stored properties string exactly (invalid UTF-8 replaced as Java would)."""
-        return self.properties_bytes.decode("utf-8", "replace")
-
-    @property
-    def properties(self) -> dict[str, str]:
-        if self._props is None:
-            self._props = parse_properties(self.properties_string)
-        return self._props
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(L.PROPERTY_TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        """KEYS split on single spaces, empty tokens dropped (as IndexService indexes them)."""
-        k = self.properties.get(L.PROPERTY_KEYS)
-        return [t for t in k.split(L.KEY_SEPARATOR) if t] if k else []
-
-    @property
-    def uniq_key(self) -> str | None:
-        return self.properties.get(L.PROPERTY_UNIQ_KEY)
-
-    @property
-    def msg_id(self) -> str:
-        return create_message_id(self._store_addr, self._store_port, self.physical_offset)
-
-    @property
-    def compression_type(self) -> str | None:
-        from .compression import compression_type
-
-        return compression_type(self.sys_flag)
-
-    def decompressed_body(self) -> bytes:
-        from .compression import decompress_body
-
-        return decompress_body(self.sys_flag, self.body)
-
-    @property
-    def tags_code(self) -> int:
-        """The consume-queue tags code dispatch computes (delivery time for the delay topic)."""
-        return compute_tags_code(self.topic, self.properties, self.store_timestamp)
-
-    @property
-    def transaction_type(self) -> int:
-        return self.sys_flag & L.TRANSACTION_MASK
-
-    @property
-    def version(self) -> int:
-        return 2 if self.magic == L.MAGIC_V2 else 1
-
-    def __repr__(self) -> str:
-        return (
-            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
-            f"position={self.position}, size={self.size}, body={len(self.body)} bytes)"
-        )
+# MessageExt, a decoded CommitLog record, is the chosen codec twin's class: ``_native.codec``'s
+# has C fields and is built without running Python code, ``_pure.codec``'s has the same
+# constructor, attributes, properties and values. Resolved on first use: the native kernels
+# import this module (its helpers) while the implementation is being chosen.
+if TYPE_CHECKING:
+    from ._pure.codec import MessageExt as MessageExt
+else:
+    def __getattr__(name):
+        if name == "MessageExt":
+            cls = globals()["MessageExt"] = _impl.codec.MessageExt
+            return cls
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

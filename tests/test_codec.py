@@ -178,11 +178,18 @@ def new_out(cap: int) -> np.ndarray:
 # =================================================================================================
 
 
+def _public(cls: type) -> list[str]:
+    return sorted(n for n in dir(cls) if not n.startswith("__"))
+
+
 def test_same_names_and_signatures(impls):
     ref = impls[0].codec
     for other in impls[1:]:
         assert list(other.codec.__all__) == list(ref.__all__)
         for name in [*ref.__all__, "raise_for_status"]:
+            if isinstance(getattr(ref, name), type):  # MessageExt: the same attributes and methods
+                assert _public(getattr(ref, name)) == _public(getattr(other.codec, name)), name
+                continue
             a = inspect.signature(getattr(ref, name)).parameters
             b = inspect.signature(getattr(other.codec, name)).parameters
             assert [(p.name, p.kind, p.default) for p in a.values()] == [
@@ -1056,7 +1063,7 @@ def test_decode_messages_is_decode_record_of_each(impls, ms, data):
             got, n = dec.codec.decode_messages(frozen, base, positions, limit, True, factory)
         except Exception as e:  # noqa: BLE001 - the class and position are compared
             return ("raise", type(e), getattr(e, "position", None))
-        return ("ok", n, [tuple(getattr(m, f) for f in MessageExt.__slots__ if f != "_props")
+        return ("ok", n, [tuple(getattr(m, f) for f in MessageExt.FIELDS if f != "_props")
                           if isinstance(m, MessageExt) else m for m in got])
 
     def each(factory: Any) -> tuple:
@@ -1069,7 +1076,7 @@ def test_decode_messages_is_decode_record_of_each(impls, ms, data):
             if raw is None:
                 break
             m = factory(base + p, raw)
-            out.append(tuple(getattr(m, f) for f in MessageExt.__slots__ if f != "_props")
+            out.append(tuple(getattr(m, f) for f in MessageExt.FIELDS if f != "_props")
                        if isinstance(m, MessageExt) else m)
         return ("ok", len(out), out)
 
@@ -1077,6 +1084,66 @@ def test_decode_messages_is_decode_record_of_each(impls, ms, data):
         want = each(factory)
         for dec in impls:
             assert one(dec, factory) == want, dec.name
+
+
+_DERIVED = ("born_host", "store_host", "topic", "properties_string", "properties", "tags", "keys", "uniq_key",
+            "msg_id", "compression_type", "tags_code", "transaction_type", "version")
+
+
+def _message_view(m: Any) -> tuple:
+    """Everything a MessageExt answers: its fields, its properties (or the exception one raises),
+    its decompressed body (or exception) and its repr."""
+    out: list[Any] = [getattr(m, f) for f in m.FIELDS]
+    for name in _DERIVED:
+        try:
+            out.append(getattr(m, name))
+        except Exception as e:  # noqa: BLE001 - the class is compared
+            out.append(("raise", type(e)))
+    try:
+        out.append(m.decompressed_body())
+    except Exception as e:  # noqa: BLE001
+        out.append(("raise", type(e)))
+    out.append(repr(m))
+    return tuple(out)
+
+
+@st.composite
+def property_strings(draw: Any) -> bytes:
+    """Properties that name tags, keys, a UNIQ_KEY or a delay level, or arbitrary bytes."""
+    pairs = draw(st.lists(st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "X", ""]),
+                                    st.text(st.sampled_from("ab 1\u00e9-"), max_size=6)), max_size=5))
+    return draw(st.one_of(st.binary(max_size=40),
+                          st.just("\x02".join(f"{k}\x01{v}" for k, v in pairs).encode())))
+
+
+@CROSS
+@given(m=messages(), props=property_strings(), delay=st.booleans(), sys_flag=i32, position=i64)
+def test_message_ext_twins_answer_alike(impls, m, props, delay, sys_flag, position):
+    """MessageExt, both twins (the native one has C fields): built from the same decode_record
+    tuple (and, natively, by decode_messages without __init__), every field, property, the
+    decompressed body and the repr are equal; pickling and copying keep all of it; a tuple of
+    the wrong length raises ValueError in both."""
+    import copy
+    import pickle
+
+    m = dict(m, properties=props, sys_flag=sys_flag)
+    if delay:
+        m["topic"] = b"SCHEDULE_TOPIC_XXXX"
+    buf = record(impls[0].codec, **m)
+    raw = impls[0].codec.decode_record(buf, 0, len(buf), True)
+    views = []
+    for dec in impls:
+        cls = dec.codec.MessageExt
+        made = cls(position, raw)
+        assert made.FIELDS == impls[0].codec.MessageExt.FIELDS
+        (direct,), n = dec.codec.decode_messages(buf, position, [0], len(buf), True, cls)
+        assert n == 1 and type(direct) is cls
+        for msg in (made, direct, pickle.loads(pickle.dumps(made)), copy.copy(made)):
+            assert type(msg) is cls
+            views.append(_message_view(msg))
+        with pytest.raises(ValueError):
+            cls(position, raw[:-1])
+    assert all(v == views[0] for v in views)
 
 
 @CROSS

@@ -290,8 +290,10 @@ def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_pa
 def test_messages_now_builds_message_ext_as_the_class_does(tmp_path: Path, impl: Any) -> None:
     """``messages_now(..., MessageExt)``: the native twin builds each MessageExt without running
     its __init__ (codec.make_message); every field equals the one the class builds from the raw
-    tuple, and another factory still gets ``(offset, raw)``."""
+    tuple, and another factory (the other twin's class too) still gets ``(offset, raw)``."""
     from rmqcore.message import MessageExt
+
+    others = [_impl.kernel("codec", i).MessageExt for i in IMPLS]
 
     with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
         for i in range(5):
@@ -304,23 +306,23 @@ def test_messages_now_builds_message_ext_as_the_class_does(tmp_path: Path, impl:
         for m, (off, raw) in zip(got, raws):
             ref = MessageExt(off, raw)
             assert type(m) is MessageExt
-            for name in MessageExt.__slots__:
+            for name in MessageExt.FIELDS:
                 assert getattr(m, name) == getattr(ref, name), name
             assert m.keys == ["k", "u%d" % int(m.body[5:6])]
             assert m.store_host == ref.store_host and m.msg_id == ref.msg_id
         # a key indexed once: answered from the KeyCache, in one pass
         (one,) = lk.messages_now("T", "u2", 0, 2**63 - 1, 64, MessageExt)
         ((off, raw),) = lk.messages_now("T", "u2", 0, 2**63 - 1, 64, lambda off, raw: (off, raw))
-        assert [getattr(one, n) for n in MessageExt.__slots__] == [getattr(MessageExt(off, raw), n) for n in MessageExt.__slots__]
+        assert [getattr(one, n) for n in MessageExt.FIELDS] == [getattr(MessageExt(off, raw), n) for n in MessageExt.FIELDS]
         assert one.body == b"body-2" * 3
-    if impl.name == "native":
-        from rmqcore._native import codec
-
-        class Other:
-            __slots__ = ("position",)
-
-        assert codec.register_message_class(MessageExt) is True
-        assert codec.register_message_class(Other) is False and codec.register_message_class(dict) is False
+        # the other twin's class is built through the factory, with the same values
+        for other in others:
+            for k in ("k", "u2"):
+                them = lk.messages_now("T", k, 0, 2**63 - 1, 64, other)
+                assert [type(m) for m in them] == [other] * len(them) and them
+                assert [[getattr(m, n) for n in MessageExt.FIELDS] for m in them] == [
+                    [getattr(m, n) for n in MessageExt.FIELDS] for m in lk.messages_now("T", k, 0, 2**63 - 1, 64,
+                                                                                        MessageExt)]
 
 
 @pytest.mark.parametrize("twice", [False, True], ids=["cached", "walked"])

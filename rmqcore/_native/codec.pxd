@@ -89,10 +89,10 @@ cdef extern from "rmq_codec.h" nogil:
 
 # The tuple decode_record returns, for a record rmq_check_record accepted in base (the GIL held).
 cdef tuple record_tuple(const unsigned char *base, const rmq_record *r)
-# A MessageExt for that record, built without running Python code, when cls is the class given
-# to register_message_class; None otherwise.
+# A MessageExt for that record, built without running Python code, when cls is this module's
+# MessageExt; None otherwise.
 cdef object make_message(object cls, int64_t position, const unsigned char *base, const rmq_record *r)
 # make_message in two steps: the allocation (which may run a collection, so Python code) first,
 # then the fields (ints and bytes only), for callers that overlap the allocation with a memory load.
 cdef object alloc_message(object cls)
-cdef int fill_message(object obj, object position, const unsigned char *base, const rmq_record *r) except -1
+cdef int fill_message(object obj, int64_t position, const unsigned char *base, const rmq_record *r) except -1

@@ -44,12 +44,16 @@ from ..layout import (
     BLANK_SIZE,
     FLAG_BORNHOST_V6,
     FLAG_STOREHOST_V6,
+    KEY_SEPARATOR,
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
     MAX_PROPERTIES_LEN,
     MIN_RECORD_SIZE,
     NCOLUMNS,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
     ST_BAD_CRC,
     ST_BAD_MAGIC,
     ST_BAD_SIZE,
@@ -57,6 +61,7 @@ from ..layout import (
     ST_END,
     ST_MSG,
     ST_TORN,
+    TRANSACTION_MASK,
 )
 
 __all__ = [
@@ -71,6 +76,7 @@ __all__ = [
     "decode_messages",
     "decode_batch",
     "slices",
+    "MessageExt",
 ]
 
 
@@ -853,17 +859,7 @@ _ERRORS = {
 }
 
 
-# -- MessageExt built without running Python code ------------------------------------------------
-# rmqcore.message.MessageExt is a plain class with __slots__: each slot is a member descriptor
-# naming an object pointer at a fixed offset in the instance. register_message_class reads those
-# offsets once; make_message then allocates an instance (tp_alloc, as object.__new__ does) and
-# stores the fields as the descriptors would, with no __init__ frame and no raw tuple. Any class
-# that is not laid out that way is refused, and callers then build through the class as before.
-cdef extern from "rmq_pyslots.h":
-    Py_ssize_t rmq_member_offset(object d, object cls)
-    PyObject *rmq_alloc_instance(object cls)
-    void rmq_slot_put(PyObject *o, Py_ssize_t off, PyObject *v)
-
+# -- MessageExt --------------------------------------------------------------------------------------
 # Fields most records of a store share (its magic, its hosts and ports, a topic) come back as one
 # object each, the last one made, when the next record's value is the same: immutable ints and
 # bytes, so sharing them is invisible, and a decoded message costs fewer allocations. Module
@@ -903,44 +899,125 @@ cdef inline object _shared_bytes(int i, const unsigned char *base, int64_t pos, 
     return _sh_keep(i, PyBytes_FromStringAndSize(<char *>base + pos, n))
 
 
-_MESSAGE_FIELDS = (
+# what a MessageExt holds (both twins): its attributes, in the order of the decode_record tuple
+# after ``position``; ``_props`` caches the parsed properties
+MESSAGE_FIELDS = (
     "position", "size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset",
     "sys_flag", "born_timestamp", "_born_addr", "_born_port", "store_timestamp", "_store_addr",
     "_store_port", "reconsume_times", "prepared_transaction_offset", "body", "topic_bytes",
-    "properties_bytes", "_props",
+    "properties_bytes",
 )
-cdef Py_ssize_t _mx_off[21]
-cdef object _mx_cls = None
+cdef object _message_module = None
 
 
-def register_message_class(cls):
-    """Let ``make_message`` build instances of ``cls`` (MessageExt) directly. Returns True when
-    ``cls`` is laid out as expected (every field a writable object slot, object.__new__, no
-    __dict__), False otherwise (nothing is registered then)."""
-    global _mx_cls
-    cdef Py_ssize_t offs[21]
-    cdef Py_ssize_t i, off
-    if not isinstance(cls, type) or cls.__new__ is not object.__new__ or "__dict__" in dir(cls):
-        return False
-    i = 0
-    for name in _MESSAGE_FIELDS:
-        d = cls.__dict__.get(name)
-        if d is None:
-            return False
-        off = rmq_member_offset(d, cls)
-        if off < 0:
-            return False
-        offs[i] = off
-        i += 1
-    for i in range(21):
-        _mx_off[i] = offs[i]
-    _mx_cls = cls
-    return True
+cdef object _msg():
+    """rmqcore.message (its helpers), imported on first use: it imports this module."""
+    global _message_module
+    if _message_module is None:
+        from .. import message
+        _message_module = message
+    return _message_module
+
+
+cdef class MessageExt:
+    """A decoded CommitLog record (MessageExt); the native twin of ``rmqcore.message.PureMessageExt``
+    (same constructor, attributes, properties and values; ``rmqcore.message.MessageExt`` is this
+    class when the native kernels are in use).
+
+    The integer fields are C fields, made into ints when read: a decoded message is one object
+    and its bytes, built by ``make_message`` without running Python code. ``position`` is the
+    global CommitLog offset the record was read at (``physical_offset`` is the PHYSICALOFFSET
+    field stored inside it; the two agree in a healthy store).
+    """
+    cdef public int64_t position, size, magic, body_crc, queue_id, flag, queue_offset, physical_offset
+    cdef public int64_t sys_flag, born_timestamp, _born_port, store_timestamp, _store_port
+    cdef public int64_t reconsume_times, prepared_transaction_offset
+    cdef public object _born_addr, _store_addr, body, topic_bytes, properties_bytes, _props
+    FIELDS = MESSAGE_FIELDS
+
+    def __init__(self, position, raw):
+        (
+            self.size, self.magic, self.body_crc, self.queue_id, self.flag, self.queue_offset,
+            self.physical_offset, self.sys_flag, self.born_timestamp, self._born_addr, self._born_port,
+            self.store_timestamp, self._store_addr, self._store_port, self.reconsume_times,
+            self.prepared_transaction_offset, self.body, self.topic_bytes, self.properties_bytes,
+        ) = raw
+        self.position = position
+        self._props = None
+
+    @property
+    def born_host(self):
+        return _msg().Host(self._born_addr, self._born_port)
+
+    @property
+    def store_host(self):
+        return _msg().Host(self._store_addr, self._store_port)
+
+    @property
+    def topic(self):
+        return self.topic_bytes.decode("utf-8", "replace")
+
+    @property
+    def properties_string(self):
+        """The stored properties string exactly (invalid UTF-8 replaced as Java would)."""
+        return self.properties_bytes.decode("utf-8", "replace")
+
+    @property
+    def properties(self):
+        if self._props is None:
+            self._props = _msg().parse_properties(self.properties_string)
+        return self._props
+
+    @property
+    def tags(self):
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self):
+        """KEYS split on single spaces, empty tokens dropped (as IndexService indexes them)."""
+        k = self.properties.get(PROPERTY_KEYS)
+        return [t for t in k.split(KEY_SEPARATOR) if t] if k else []
+
+    @property
+    def uniq_key(self):
+        return self.properties.get(PROPERTY_UNIQ_KEY)
+
+    @property
+    def msg_id(self):
+        return _msg().create_message_id(self._store_addr, self._store_port, self.physical_offset)
+
+    @property
+    def compression_type(self):
+        from ..compression import compression_type
+        return compression_type(self.sys_flag)
+
+    def decompressed_body(self):
+        from ..compression import decompress_body
+        return decompress_body(self.sys_flag, self.body)
+
+    @property
+    def tags_code(self):
+        """The consume-queue tags code dispatch computes (delivery time for the delay topic)."""
+        return _msg().compute_tags_code(self.topic, self.properties, self.store_timestamp)
+
+    @property
+    def transaction_type(self):
+        return self.sys_flag & TRANSACTION_MASK
+
+    @property
+    def version(self):
+        return 2 if self.magic == MAGIC_V2 else 1
+
+    def __repr__(self):
+        return (
+            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+            f"position={self.position}, size={self.size}, body={len(self.body)} bytes)"
+        )
 
 
 cdef object make_message(object cls, int64_t position, const unsigned char *base, const rmq_record *r):
-    """``cls(position, record_tuple(base, r))`` when ``cls`` is the registered class, built without
-    running Python code; None otherwise (the caller builds through the class)."""
+    """``cls(position, record_tuple(base, r))`` when ``cls`` is MessageExt, built without running
+    Python code; None otherwise (the caller builds through the class)."""
     obj = alloc_message(cls)
     if obj is not None:
         fill_message(obj, position, base, r)
@@ -948,52 +1025,40 @@ cdef object make_message(object cls, int64_t position, const unsigned char *base
 
 
 cdef object alloc_message(object cls):
-    """An empty instance of ``cls`` (every slot unset) when it is the registered class, else None.
-    Allocating may run a garbage collection, so Python code (finalizers): callers allocate before
-    they take pointers into shared buffers, and fill after."""
-    cdef PyObject *o
-    if cls is not _mx_cls or cls is None:
+    """An empty MessageExt when ``cls`` is MessageExt, else None. Allocating may run a garbage
+    collection, so Python code (finalizers): callers allocate before they take pointers into
+    shared buffers, and fill after."""
+    if cls is not MessageExt:
         return None
-    o = rmq_alloc_instance(cls)
-    if o == NULL:
-        raise MemoryError()
-    obj = <object>o  # a reference of its own: drop the one tp_alloc returned
-    Py_XDECREF(o)
-    return obj
+    return MessageExt.__new__(MessageExt)
 
 
-cdef int fill_message(object obj, object position, const unsigned char *base, const rmq_record *r) except -1:
-    """Set the fields of an ``alloc_message`` instance (each slot once) from the record at ``base``.
-    Makes ints and bytes only (no collection runs); a body of 64 KiB or more is copied with the GIL
-    released, so the caller holds an export of the buffer ``base`` points into."""
-    cdef PyObject *o = <PyObject *>obj
-    born = r.born_timestamp
-    _slot(o, 0, position)
-    _slot(o, 1, r.size)
-    _slot(o, 2, _shared_int(_SH_MAGIC, r.magic))
-    _slot(o, 3, r.body_crc)
-    _slot(o, 4, r.queue_id)
-    _slot(o, 5, r.flag)
-    _slot(o, 6, r.queue_offset)
-    _slot(o, 7, position if r.physical_offset == <int64_t>position else r.physical_offset)
-    _slot(o, 8, r.sys_flag)
-    _slot(o, 9, born)
-    _slot(o, 10, _shared_bytes(_SH_BORN_ADDR, base, r.born_host_pos, r.born_addr_len))
-    _slot(o, 11, _shared_int(_SH_BORN_PORT, r.born_port))
-    _slot(o, 12, born if r.store_timestamp == r.born_timestamp else r.store_timestamp)
-    _slot(o, 13, _shared_bytes(_SH_STORE_ADDR, base, r.store_host_pos, r.store_addr_len))
-    _slot(o, 14, _shared_int(_SH_STORE_PORT, r.store_port))
-    _slot(o, 15, r.reconsume_times)
-    _slot(o, 16, r.prepared_tx_offset)
-    _slot(o, 17, _bytes_at(base, r.body_pos, r.body_len))
-    _slot(o, 18, _shared_bytes(_SH_TOPIC, base, r.topic_pos, r.topic_len))
-    _slot(o, 19, _bytes_at(base, r.props_pos, r.props_len))
-    _slot(o, 20, None)
+cdef int fill_message(object obj, int64_t position, const unsigned char *base, const rmq_record *r) except -1:
+    """Set the fields of an ``alloc_message`` instance from the record at ``base``. Makes bytes
+    only (no collection runs); a body of 64 KiB or more is copied with the GIL released, so the
+    caller holds an export of the buffer ``base`` points into."""
+    cdef MessageExt m = <MessageExt>obj
+    m.position = position
+    m.size = r.size
+    m.magic = r.magic
+    m.body_crc = r.body_crc
+    m.queue_id = r.queue_id
+    m.flag = r.flag
+    m.queue_offset = r.queue_offset
+    m.physical_offset = r.physical_offset
+    m.sys_flag = r.sys_flag
+    m.born_timestamp = r.born_timestamp
+    m._born_addr = _shared_bytes(_SH_BORN_ADDR, base, r.born_host_pos, r.born_addr_len)
+    m._born_port = r.born_port
+    m.store_timestamp = r.store_timestamp
+    m._store_addr = _shared_bytes(_SH_STORE_ADDR, base, r.store_host_pos, r.store_addr_len)
+    m._store_port = r.store_port
+    m.reconsume_times = r.reconsume_times
+    m.prepared_transaction_offset = r.prepared_tx_offset
+    m.body = _bytes_at(base, r.body_pos, r.body_len)
+    m.topic_bytes = _shared_bytes(_SH_TOPIC, base, r.topic_pos, r.topic_len)
+    m.properties_bytes = _bytes_at(base, r.props_pos, r.props_len)
     return 0
-
-
-cdef inline void _slot(PyObject *o, Py_ssize_t i, object v):
-    rmq_slot_put(o, _mx_off[i], <PyObject *>v)
 
 
 cdef tuple record_tuple(const unsigned char *base, const rmq_record *r):
@@ -1022,9 +1087,9 @@ cdef inline bytes _bytes_at(const unsigned char *base, int64_t pos, int64_t n):
 
 
 def decode_messages(buf, base, positions, limit, verify_crc, factory):
-    """See the pure twin. For the class given to ``register_message_class`` each message is built
-    directly (``make_message``), under one export of ``buf``; any other factory is called after
-    it is released, on the raw tuples."""
+    """See the pure twin. For MessageExt (this module's) each message is built directly
+    (``make_message``), under one export of ``buf``; any other factory is called after it is
+    released, on the raw tuples."""
     cdef _In b
     cdef int64_t p, l, size, gbase = base
     cdef rmq_record r

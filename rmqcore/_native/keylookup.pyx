@@ -79,11 +79,6 @@ cdef extern from *:
 
 DEF STACK_HITS = 64
 
-from ..message import MessageExt as _MessageExt
-from . import codec as _codec
-
-_codec.register_message_class(_MessageExt)  # messages_now builds MessageExt without running Python
-
 
 def props_have_key(const unsigned char[::1] props, const unsigned char[::1] key):
     """1 when ``props`` names ``key`` as UNIQ_KEY or as a KEYS token, 0 when not, -1 when the
@@ -497,9 +492,9 @@ cdef class KeyLookup:
 
         Each record is decoded under its own export of the file's map (decoding a large body lets
         the GIL go, and a release() meanwhile must not unmap it), and ``factory`` runs only after
-        every record is decoded: it is Python code, during which release() may run. For the
-        registered MessageExt class ``codec.make_message`` builds each one directly instead (no
-        Python code runs, and no raw tuple is made)."""
+        every record is decoded: it is Python code, during which release() may run. For
+        ``codec.MessageExt`` ``codec.make_message`` builds each one directly instead (no Python
+        code runs, and no raw tuple is made)."""
         cdef Py_ssize_t lo, j
         cdef bint built
         cdef int64_t off, pos, limit, size, cl_end
@@ -570,13 +565,13 @@ cdef class KeyLookup:
         return [off] if m else []
 
     cdef object _cached_message(self, str topic, str key, int64_t cl_end, object factory):
-        """``_cached_offsets`` decoded, for the registered message class: [message], [] or None.
+        """``_cached_offsets`` decoded, for ``codec.MessageExt``: [message], [] or None.
 
         A lookup waits on two loads from memory, the cache's slot and then the record. Each is
         started early and overlapped with work that does not need it: the instance is allocated
         while the slot loads (an allocation may run a collection, so Python code: nothing but the
-        KeyCache, held here, is relied on across it), and the position's int is made while the
-        record loads (under an export of its file's map, as in messages_now)."""
+        KeyCache, held here, is relied on across it), and the record is checked under an export
+        of its file's map, as in messages_now."""
         cdef Py_ssize_t tlen, klen, lo
         cdef const unsigned char *t
         cdef const unsigned char *k
@@ -605,12 +600,11 @@ cdef class KeyLookup:
         _get_buffer(self._cl[lo].obj, &view, PyBUF_SIMPLE)
         try:
             _prefetch_record(<const unsigned char *>view.buf, view.len, file_from, off)
-            position = off
             m = _check_in(<const unsigned char *>view.buf, view.len, file_from, off, t, tlen, k, klen, cl_end, True,
                           &rec)
             if m <= 0:
                 return None if m < 0 else []
-            fill_message(msg, position, <const unsigned char *>view.buf, &rec)
+            fill_message(msg, off, <const unsigned char *>view.buf, &rec)
         finally:
             PyBuffer_Release(&view)
         return [msg]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     BadMagicError,
@@ -46,12 +46,16 @@ from ..layout import (
     C_TOPIC_POS,
     FLAG_BORNHOST_V6,
     FLAG_STOREHOST_V6,
+    KEY_SEPARATOR,
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
     MAX_PROPERTIES_LEN,
     MIN_RECORD_SIZE,
     NCOLUMNS,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
     ST_BAD_CRC,
     ST_BAD_MAGIC,
     ST_BAD_SIZE,
@@ -59,7 +63,11 @@ from ..layout import (
     ST_END,
     ST_MSG,
     ST_TORN,
+    TRANSACTION_MASK,
 )
+
+if TYPE_CHECKING:
+    from ..message import Host
 
 __all__ = [
     "record_size",
@@ -73,6 +81,7 @@ __all__ = [
     "decode_messages",
     "decode_batch",
     "slices",
+    "MessageExt",
 ]
 
 _I = struct.Struct(">i")
@@ -488,3 +497,133 @@ def slices(data: Any, positions: Any, lengths: Any) -> list[bytes]:
         if p < 0 or n < 0 or p > size - n:
             raise ValueError(f"slice {i} [{p}, {p} + {n}) outside {size} bytes")
     return [bytes(mv[p : p + n]) for p, n in zip(ps, ls)]
+
+
+# what a MessageExt holds (both twins): its attributes, in the order of the decode_record tuple
+# after ``position``; ``_props`` caches the parsed properties
+MESSAGE_FIELDS = (
+    "position", "size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset",
+    "sys_flag", "born_timestamp", "_born_addr", "_born_port", "store_timestamp", "_store_addr",
+    "_store_port", "reconsume_times", "prepared_transaction_offset", "body", "topic_bytes",
+    "properties_bytes",
+)
+
+
+class MessageExt:
+    """A decoded CommitLog record (MessageExt), pure twin of ``rmqcore._native.codec.MessageExt``.
+    Built from a ``decode_record`` tuple; strings decoded lazily. ``rmqcore.message.MessageExt`` is
+    the chosen twin's class.
+
+    ``position`` is the global CommitLog offset the record was read at (``physical_offset`` is the
+    PHYSICALOFFSET field stored inside it; the two agree in a healthy store).
+    """
+
+    __slots__ = MESSAGE_FIELDS + ("_props",)
+    FIELDS = MESSAGE_FIELDS
+    position: int
+    size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sys_flag: int
+    born_timestamp: int
+    store_timestamp: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic_bytes: bytes
+    properties_bytes: bytes
+
+    def __init__(self, position: int, raw: tuple[Any, ...]) -> None:
+        (
+            self.size, self.magic, self.body_crc, self.queue_id, self.flag, self.queue_offset,
+            self.physical_offset, self.sys_flag, self.born_timestamp, self._born_addr, self._born_port,
+            self.store_timestamp, self._store_addr, self._store_port, self.reconsume_times,
+            self.prepared_transaction_offset, self.body, self.topic_bytes, self.properties_bytes,
+        ) = raw
+        self.position = position
+        self._props: dict[str, str] | None = None
+
+    @property
+    def born_host(self) -> Host:
+        from ..message import Host  # it imports this module
+
+        return Host(self._born_addr, self._born_port)  # built on use: most reads never look
+
+    @property
+    def store_host(self) -> Host:
+        from ..message import Host  # it imports this module
+
+        return Host(self._store_addr, self._store_port)
+
+    @property
+    def topic(self) -> str:
+        return self.topic_bytes.decode("utf-8", "replace")
+
+    @property
+    def properties_string(self) -> str:
+        """The stored properties string exactly (invalid UTF-8 replaced as Java would)."""
+        return self.properties_bytes.decode("utf-8", "replace")
+
+    @property
+    def properties(self) -> dict[str, str]:
+        if self._props is None:
+            from ..message import parse_properties  # it imports this module
+
+            self._props = parse_properties(self.properties_string)
+        return self._props
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        """KEYS split on single spaces, empty tokens dropped (as IndexService indexes them)."""
+        k = self.properties.get(PROPERTY_KEYS)
+        return [t for t in k.split(KEY_SEPARATOR) if t] if k else []
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_KEY)
+
+    @property
+    def msg_id(self) -> str:
+        from ..message import create_message_id  # it imports this module
+
+        return create_message_id(self._store_addr, self._store_port, self.physical_offset)
+
+    @property
+    def compression_type(self) -> str | None:
+        from ..compression import compression_type
+
+        return compression_type(self.sys_flag)
+
+    def decompressed_body(self) -> bytes:
+        from ..compression import decompress_body
+
+        return decompress_body(self.sys_flag, self.body)
+
+    @property
+    def tags_code(self) -> int:
+        """The consume-queue tags code dispatch computes (delivery time for the delay topic)."""
+        from ..message import compute_tags_code  # it imports this module
+
+        return compute_tags_code(self.topic, self.properties, self.store_timestamp)
+
+    @property
+    def transaction_type(self) -> int:
+        return self.sys_flag & TRANSACTION_MASK
+
+    @property
+    def version(self) -> int:
+        return 2 if self.magic == MAGIC_V2 else 1
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+            f"position={self.position}, size={self.size}, body={len(self.body)} bytes)"
+        )
