@@ -129,6 +129,22 @@ def _tag_codes(expr: str | None) -> set[int] | None:
     return {hashing.java_string_hash(t.strip()) for t in expr.split("||") if t.strip()}
 
 
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def _query_args(what: str, topic: Any, key: Any, begin: Any, end: Any, max_num: Any) -> tuple[int, int, int]:
+    """Key-query arguments checked: str topic and key, integer ``begin``, ``end`` and ``max_num``
+    (numpy ints too), each clamped to int64 (past it is the same as no bound)."""
+    if not isinstance(topic, str) or not isinstance(key, str):
+        raise ConfigError(f"{what} takes a str topic and key, not {type(topic).__name__} and {type(key).__name__}")
+    try:
+        ints = [operator.index(v) for v in (begin, end, max_num)]
+    except TypeError as e:
+        raise ConfigError(f"{what} takes integer bounds and counts: {e}") from None
+    lo, hi, n = (min(max(v, _I64_MIN), _I64_MAX) for v in ints)
+    return lo, hi, n
+
+
 class MessageStore:
     """A RocketMQ-compatible message store in ``store_dir``.
 
@@ -882,12 +898,19 @@ class MessageStore:
         RocketMQ stores only a 4-byte hash of ``topic#key``, so its answer includes hash collisions
         (``raw=True`` returns exactly that). By default each candidate is re-checked against the
         record (topic, KEYS tokens, UNIQ_KEY) and collisions are dropped.
+
+        Raises:
+            ConfigError: the message index is disabled, or an argument has the wrong type (str
+                ``topic`` and ``key``; integer ``begin``, ``end`` and ``max_num``, where values past
+                int64 are the same as no bound).
+            CorruptionError: a record the index points at is corrupt.
         """
         # an instance binds this name to the LookupFront's native call; this is the same call
         return self._lookup_front.query_by_key(  # type: ignore[no-any-return]
             topic, key, begin, end, max_num, raw=raw)
 
     def _query_general(self, topic: str, key: str, begin: int, end: int, max_num: int, raw: bool) -> list[MessageExt]:
+        begin, end, max_num = _query_args("query_by_key", topic, key, begin, end, max_num)
         self._check_open()
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
@@ -913,13 +936,15 @@ class MessageStore:
         lookup. Collisions are dropped and the record's CRC is checked, as ``query_by_key`` does.
 
         Raises:
-            ConfigError: the message index is disabled.
+            ConfigError: the message index is disabled, or an argument has the wrong type (as for
+                ``query_by_key``).
             CorruptionError: a record the index points at is corrupt.
         """
         # an instance binds this name to the LookupFront's native call; this is the same call
         return self._lookup_front.lookup(topic, key, begin, end)  # type: ignore[no-any-return]
 
     def _lookup_general(self, topic: str, key: str, begin: int, end: int) -> bytes | None:
+        begin, end, _ = _query_args("lookup", topic, key, begin, end, 0)
         self._check_open()
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
@@ -971,14 +996,20 @@ class MessageStore:
             lk.release()
 
     def query_offsets(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1, max_num: int = 64) -> list[int]:
-        """The raw index answer of queryMessage: physical offsets sorted ascending (hash matches only)."""
+        """The raw index answer of queryMessage: physical offsets sorted ascending (hash matches only).
+
+        Raises:
+            ConfigError: the index is disabled, or an argument has the wrong type (``begin``,
+                ``end`` and ``max_num`` are integers; values past int64 are the same as no bound).
+        """
+        begin, end, max_num = _query_args("query_offsets", topic, key, begin, end, max_num)
         self._caught_up()
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
         max_num = min(max_num, self.config.max_msgs_num_batch)
         try:  # one kernel call over the mapped index files; the general path below when it cannot answer
             got = self._current_lookup().offsets_raw(topic, key, begin, end, max_num)
-        except (ValueError, OverflowError, TypeError):  # released meanwhile, or arguments past int64
+        except ValueError:  # released meanwhile
             got = 2
         if type(got) is list:
             return got

@@ -395,3 +395,40 @@ def test_query_offsets_is_index_service_query_offset(tmp_path: Path, impl: Any) 
         lk = s._lookup
         assert lk.offsets_raw("T", "Aa", 0, 2**63 - 1, 64) == s.query_offsets("T", "Aa")
         assert lk.offsets_raw("T", "\ud800", 0, 2**63 - 1, 64) == 2  # a lone surrogate: the general path
+
+
+def test_key_queries_check_their_arguments(tmp_path: Path, impl: Any) -> None:
+    """lookup, query_by_key and query_offsets: bounds and counts past int64 mean no bound (the
+    same answers as the defaults), numpy integers are integers, and anything else (floats, str
+    bounds, a bytes topic or key) raises ConfigError, before and after the lookup is built."""
+    import numpy as np
+
+    from rmqcore.errors import ConfigError
+
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        for i in range(20):
+            s.put("T", b"v%d" % i, i % 2, keys=["k", f"u{i}"])
+        for fresh in (True, False):
+            if fresh:
+                s._drop_lookup()
+            want_q = [m.position for m in s.query_by_key("T", "k")]
+            want_o = s.query_offsets("T", "k")
+            assert len(want_q) == 20 and want_o == want_q
+            for lo, hi, n in ((-(2**70), 2**64, 2**80), (np.int64(0), np.uint64(2**63 - 1), np.int32(64))):
+                assert [m.position for m in s.query_by_key("T", "k", lo, hi, n)] == want_q
+                assert s.query_offsets("T", "k", lo, hi, n) == want_o
+                assert s.lookup("T", "u7", lo, hi) == b"v7"
+            assert s.query_by_key("T", "k", 0, 2**63 - 1, -(2**70)) == [] == s.query_offsets("T", "k", 0, 2**63, -1)
+            for bad in ((0, 1.5), ("0", 5), (0, None), (0.0, 2**63 - 1)):
+                for call in (lambda: s.query_by_key("T", "k", *bad), lambda: s.query_by_key("T", "k", *bad, raw=True),
+                             lambda: s.query_offsets("T", "k", *bad), lambda: s.lookup("T", "k", *bad)):
+                    with pytest.raises(ConfigError):
+                        call()
+            with pytest.raises(ConfigError):
+                s.query_by_key("T", "k", 0, 10, 2.0)
+            for topic, key in ((b"T", "k"), ("T", b"k"), (None, "k")):
+                for call in (lambda: s.query_by_key(topic, key), lambda: s.query_offsets(topic, key),
+                             lambda: s.lookup(topic, key)):
+                    with pytest.raises(ConfigError):
+                        call()
+        assert [m.position for m in s.query_by_key("T", "k")] == want_q  # nothing changed

@@ -21,6 +21,8 @@ cdef extern from "Python.h":
     int _get_buffer "PyObject_GetBuffer"(object obj, Py_buffer *view, int flags) except -1
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
     bint PyUnicode_IS_ASCII(object s)
+    bint PyLong_CheckExact(object o)
+    long long PyLong_AsLongLongAndOverflow(object o, int *overflow) noexcept
 
 cdef extern from "rmq_hash.h" nogil:
     int32_t rmq_hash_as_int32(uint32_t h)
@@ -626,6 +628,17 @@ cdef class KeyLookup:
         return PyBytes_FromStringAndSize(<const char *>buf + rec.body_pos, rec.body_len)
 
 
+cdef inline bint _i64(object o, int64_t *out) noexcept:
+    """An int (exactly) within int64, as ``out``; False for anything else."""
+    cdef int overflow = 0
+    cdef long long v
+    if not PyLong_CheckExact(o):
+        return False
+    v = PyLong_AsLongLongAndOverflow(o, &overflow)
+    out[0] = v
+    return overflow == 0
+
+
 cdef class LookupFront:
     """``MessageStore.lookup`` and ``query_by_key`` as one native call each (see the pure twin):
     the current KeyLookup's answer, or the store's general path when there is none or it cannot
@@ -641,23 +654,25 @@ cdef class LookupFront:
         self._message = message
         self.current = None
 
-    def lookup(self, str topic, str key, int64_t begin=0, int64_t end=INT64_MAX):
+    def lookup(self, topic, key, begin=0, end=INT64_MAX):
         cdef KeyLookup lk = self.current
-        if lk is not None:
+        cdef int64_t b, e
+        if lk is not None and type(topic) is str and type(key) is str and _i64(begin, &b) and _i64(end, &e):
             try:
-                got = lk._newest_body(topic, key, begin, end)
+                got = lk._newest_body(topic, key, b, e)
             except ValueError:  # released by another thread (files changed) since it was set
                 got = 2
             if type(got) is not int:
                 return got
         return self._general(topic, key, begin, end)
 
-    def query_by_key(self, str topic, str key, int64_t begin=0, int64_t end=INT64_MAX, int64_t max_num=64, *,
-                     raw=False):
+    def query_by_key(self, topic, key, begin=0, end=INT64_MAX, max_num=64, *, raw=False):
         cdef KeyLookup lk = self.current
-        if lk is not None and not raw:
+        cdef int64_t b, e, n
+        if (lk is not None and not raw and type(topic) is str and type(key) is str and _i64(begin, &b)
+                and _i64(end, &e) and _i64(max_num, &n)):
             try:
-                got = lk._messages_now(topic, key, begin, end, max_num, self._message)
+                got = lk._messages_now(topic, key, b, e, n, self._message)
             except ValueError:  # released by another thread (files changed) since it was set
                 got = 2
             if type(got) is list:

@@ -356,12 +356,19 @@ class KeyLookup:
         return body if m == 1 else None
 
 
+def _plain(topic: Any, key: Any, *ints: Any) -> bool:
+    """The arguments a lookup answers itself: str topic and key (exactly), ints within int64."""
+    return type(topic) is str and type(key) is str and all(type(i) is int and -_NO_END - 1 <= i <= _NO_END
+                                                           for i in ints)
+
+
 class LookupFront:
     """``MessageStore.lookup`` and ``query_by_key`` as one call each, which the store binds in place
     of its methods (the native twin saves the Python frame): ``current``'s answer (a KeyLookup, or
     None), or the store's general path (``general(topic, key, begin, end)``,
     ``query(topic, key, begin, end, max_num, raw)``) when there is none or it cannot answer
-    (dispatch is behind, a record needs the general path, or it was released since it was set).
+    (dispatch is behind, a record needs the general path, or it was released since it was set),
+    and for arguments other than str topic and key and ints within int64 (it checks them).
     ``message`` is the class query_by_key's matches are built as (MessageExt)."""
 
     def __init__(self, general: Any, query: Any, message: Any) -> None:
@@ -372,7 +379,7 @@ class LookupFront:
 
     def lookup(self, topic: str, key: str, begin: int = 0, end: int = _NO_END) -> Any:
         lk = self.current
-        if lk is not None:
+        if lk is not None and _plain(topic, key, begin, end):
             try:
                 got = lk.newest_body(topic, key, begin, end)
             except ValueError:  # released by another thread (files changed) since it was set
@@ -384,7 +391,7 @@ class LookupFront:
     def query_by_key(self, topic: str, key: str, begin: int = 0, end: int = _NO_END, max_num: int = 64, *,
                      raw: bool = False) -> Any:
         lk = self.current
-        if lk is not None and not raw:
+        if lk is not None and not raw and _plain(topic, key, begin, end, max_num):
             try:
                 got = lk.messages_now(topic, key, begin, end, max_num, self._message)
             except ValueError:  # released by another thread (files changed) since it was set
