@@ -34,6 +34,7 @@ from .errors import (
     RmqError,
     StoreClosedError,
 )
+from .config import int_arg
 from .mappedfile import MappedFile, MappedFileQueue
 from .message import (
     MessageExt,
@@ -466,8 +467,10 @@ class CommitLog:
         Raises:
             OffsetOutOfRangeError: no written record starts there (BLANK, beyond the end, deleted).
             CorruptionError: the bytes there are not a valid record (with path and file offset).
+            ConfigError: ``offset`` is not an integer.
         """
         self._check_open()
+        offset = int_arg(offset, "offset")
         if offset < self.min_offset or offset >= self.max_offset:
             raise OffsetOutOfRangeError(f"offset {offset} outside [{self.min_offset}, {self.max_offset})")
         mf = self.queue.find(offset)

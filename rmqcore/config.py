@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -112,3 +113,11 @@ def save_geometry(store_dir: Path, cfg: StoreConfig) -> None:
     tmp = p.with_suffix(".json.tmp")
     tmp.write_text(json.dumps({k: getattr(cfg, k) for k in GEOMETRY_KEYS}, indent=1) + "\n")
     os.replace(tmp, p)
+
+
+def int_arg(value: Any, name: str) -> int:
+    """``value`` as an int (numpy integers too); anything else raises ConfigError naming ``name``."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ConfigError(f"{name} must be an integer, not {type(value).__name__}") from None

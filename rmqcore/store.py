@@ -37,7 +37,7 @@ from . import _impl
 from . import layout as L
 from .checkpoint import StoreCheckpoint
 from .commitlog import AppendResult, BatchAppendResult, CommitLog, raise_status
-from .config import StoreConfig, detect_file_size, load_geometry, save_geometry
+from .config import StoreConfig, detect_file_size, int_arg, load_geometry, save_geometry
 from .configfiles import dumps_fastjson, load_with_bak, persist
 from .consumequeue import BOUNDARY_LOWER, BOUNDARY_NEAREST, BOUNDARY_UPPER, ConsumeQueue, put_grouped
 from .errors import (
@@ -592,7 +592,7 @@ class MessageStore:
         native ``Dispatcher`` without the GIL; records it leaves to Python (delay topic, invalid
         UTF-8, an out-of-order queue position) go through ``_dispatch_one``.
         """
-        return self._dispatch(limit, False)
+        return self._dispatch(None if limit is None else int_arg(limit, "limit"), False)
 
     def _dispatch(self, limit: int | None, live: bool) -> int:
         """``dispatch``; with ``live`` (the reput thread) each run also follows the records the
@@ -843,6 +843,7 @@ class MessageStore:
         return cq.max_offset if cq else 0
 
     def read_record_bytes(self, physical_offset: int, size: int) -> bytes:
+        physical_offset, size = int_arg(physical_offset, "physical_offset"), int_arg(size, "size")
         mf = self.commitlog.queue.find(physical_offset)
         pos = physical_offset - mf.file_from_offset
         if pos + size > mf.wrote_position:
@@ -1027,6 +1028,7 @@ class MessageStore:
 
     def store_time_of(self, physical_offset: int, size: int = 0) -> int | None:
         """STORETIMESTAMP of the record at ``physical_offset`` (CommitLog.pickupStoreTimestamp)."""
+        physical_offset = int_arg(physical_offset, "physical_offset")
         try:
             mf = self.commitlog.queue.find(physical_offset)
         except OffsetOutOfRangeError:
@@ -1042,6 +1044,7 @@ class MessageStore:
         """getOffsetInQueueByTime(ts, boundary): LOWER = first message stored at or after ``ts``,
         UPPER = last message stored at or before it (RocketMQ 5.x semantics), NEAREST = the 4.x
         answer (the closest message). Times come from the records, never from file mtimes."""
+        timestamp = int_arg(timestamp, "timestamp")
         self._caught_up()
         if boundary not in (BOUNDARY_LOWER, BOUNDARY_UPPER, BOUNDARY_NEAREST):
             raise InvalidMessageError(f"boundary must be 'lower', 'upper' or 'nearest', not {boundary!r}")
@@ -1056,6 +1059,7 @@ class MessageStore:
         """The CommitLog offset of the first record stored at or after ``timestamp`` (strictly after
         with ``after=True``); the end of the log when there is none. Uses the segment time index to
         start near it and reads only the records between that entry and the answer."""
+        timestamp = int_arg(timestamp, "timestamp")
         self._check_open()
         cl = self.commitlog
         start = self.segindex.seek_time(timestamp - 1 if not after else timestamp) if self.segindex else cl.min_offset
@@ -1116,6 +1120,7 @@ class MessageStore:
         self._views_out += 1
         try:
             for off in physical_offsets:
+                off = int_arg(off, "a physical offset")
                 mf = self.commitlog.queue.find(off)
                 pos = off - mf.file_from_offset
                 status, size = self.commitlog._codec.peek_record(mf.mm, pos, mf.wrote_position)
@@ -1221,7 +1226,8 @@ class MessageStore:
         self._check_writable()
         if "@" in topic or "@" in group:
             raise InvalidMessageError("topic and group may not contain '@'")
-        self._offsets.setdefault(f"{topic}@{group}", {})[int(queue_id)] = int(offset)
+        queue_id, offset = int_arg(queue_id, "queue_id"), int_arg(offset, "offset")
+        self._offsets.setdefault(f"{topic}@{group}", {})[queue_id] = offset
         self._persist_consumer_offsets()
 
     def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:

@@ -244,6 +244,54 @@ def test_puts_hand_the_gil_to_a_dispatch_thread_that_asks(tmp_path: Path, impl) 
         s.close()
 
 
+def test_offsets_times_and_limits_are_integers(tmp_path: Path, impl) -> None:
+    """Every other method that takes an offset, a time, a size or a limit: numpy integers answer as
+    ints do; a float, a str, bytes or None raises ConfigError (not a TypeError from inside), and
+    changes nothing."""
+    import numpy as np
+
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        r = s.put("T", b"m0", 0, keys="k")
+        s.put("T", b"m1", 0)
+        s.commit_offset("g", "T", 0, 1)
+        ts = r.store_timestamp
+        answers = {
+            "read": lambda v: s.commitlog.read(v).body,
+            "store_time_of": lambda v: s.store_time_of(v),
+            "offset_by_time": lambda v: s.offset_by_time("T", 0, v),
+            "commitlog_offset_by_time": lambda v: s.commitlog_offset_by_time(v),
+            "read_record_bytes": lambda v: s.read_record_bytes(v, r.size),
+            "record_views": lambda v: _viewed(s, v),
+            "dispatch": lambda v: s.dispatch(v),
+        }
+        args = {"offset_by_time": ts, "commitlog_offset_by_time": ts}
+        for name, call in answers.items():
+            v = args.get(name, r.physical_offset)
+            assert call(np.int64(v)) == call(v), name
+        state = lambda: (s.commitlog.max_offset, s.reput_from_offset, s.fetch_offset("g", "T", 0),  # noqa: E731
+                         s.max_offset("T", 0))
+        before = state()
+        for bad in (1.0, "0", b"0", None):
+            for name, call in answers.items():
+                if name == "dispatch" and bad is None:
+                    continue  # no limit
+                with pytest.raises(ConfigError):
+                    call(bad)
+            with pytest.raises(ConfigError):
+                s.commit_offset("g", "T", 0, bad)
+            with pytest.raises(ConfigError):
+                s.commit_offset("g", "T", bad, 3)
+        s.commit_offset("g", "T", np.int32(0), np.int64(2))
+        assert s.fetch_offset("g", "T", 0) == 2
+        s.commit_offset("g", "T", 0, 1)
+        assert state() == before and before[1:] == (s.commitlog.max_offset, 1, 2)
+
+
+def _viewed(s: MessageStore, off) -> bytes:  # type: ignore[no-untyped-def]
+    with s.record_views([off]) as views:
+        return bytes(views[0])
+
+
 def test_get_messages_takes_integer_arguments_of_any_int_type(tmp_path: Path, impl) -> None:
     """Pull arguments are integers (numpy's too); anything else is a ConfigError, not a kernel
     TypeError; limits past int64 act as no limit."""
