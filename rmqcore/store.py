@@ -1288,7 +1288,13 @@ class MessageStore:
             raise BufferError("record views are still in use; leave their `with` block before closing")
         if self._reput_thread is not None:
             self._stop.set()
-            self._reput_thread.join()
+            with self._wanted_mutex:  # ends its nap (or a live run's) now instead of up to 16 ms later
+                self._lock_wanted[0] += 1
+            try:
+                self._reput_thread.join()
+            finally:
+                with self._wanted_mutex:
+                    self._lock_wanted[0] -= 1
             self.commitlog._appender.set_gil_request(None)
             self._dispatcher.set_signals(None, None)
         for svc in (self._group_commit, self._async_flush, self._logics_flush):

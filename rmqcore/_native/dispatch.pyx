@@ -221,6 +221,7 @@ cdef extern from *:
     void rmq_sleep_ns(int64_t ns) nogil
 
 DEF LIVE_LAG = 2 * 1024 * 1024  # follow the writer this far behind: its newest lines stay in its core's cache
+DEF NAP_SLICE_NS = 1000000  # a nap looks at ``wanted`` this often
 DEF CHUNK = 4000  # records per scan: not a multiple of 512 (4 KiB-multiple row strides thrash L1)
 DEF KEYS_CAP = CHUNK * 8
 DEF SEG_FIELDS = 10
@@ -414,9 +415,10 @@ cdef class Dispatcher:
         ``request``, with the writers (``Appender.set_gil_request``): a live run writes a new
         nonzero number there just before it leaves its nogil loop and needs the GIL, and 0 when it
         enters it; ``end_gil_request`` writes 0 when the thread is done with Python work.
-        ``wanted``: nonzero while another thread waits to dispatch (the store's dispatch lock).
-        A live run that has caught up with the writer naps without the GIL (``live_nap``) for the
-        writer to go on, and returns instead when this is nonzero."""
+        ``wanted``: nonzero while another thread waits to dispatch (the store's dispatch lock) or
+        for the reput thread to stop (close). A live run that has caught up with the writer naps
+        without the GIL (``live_nap``) for the writer to go on, and returns instead when this is
+        nonzero; ``nap`` ends early then."""
         cdef Py_buffer rv, wv
         cdef bint has_r = False
         try:
@@ -459,14 +461,22 @@ cdef class Dispatcher:
             rmq_publish_i64(self._gil_req, 0)
 
     def nap(self, double seconds):
-        """Sleep without the GIL (the reput thread between runs), then, like the end of a live run,
-        ask the writers for the GIL: a sleeping thread that wakes up behind a busy writer would
-        otherwise wait out the 5 ms switch interval."""
+        """Sleep without the GIL (the reput thread between runs), in slices of at most 1 ms, ending
+        early once someone waits for the dispatch lock or for the thread to stop (``wanted``, see
+        ``set_signals``); then, like the end of a live run, ask the writers for the GIL: a
+        sleeping thread that wakes up behind a busy writer would otherwise wait out the 5 ms
+        switch interval."""
         cdef int64_t *gr = self._gil_req
+        cdef const int64_t *wp = self._wanted
+        cdef int64_t left, step
         if not seconds >= 0:
             raise ValueError(f"nap of {seconds} s")
+        left = <int64_t>(min(seconds, 1e9) * 1e9)
         with nogil:
-            rmq_sleep_ns(<int64_t>(seconds * 1e9))
+            while left > 0 and (wp == NULL or rmq_observe_i64(wp) == 0):
+                step = min(left, NAP_SLICE_NS)
+                rmq_sleep_ns(step)
+                left -= step
             if gr != NULL:
                 self._gil_seq += 1
                 rmq_publish_i64(gr, self._gil_seq)

@@ -368,8 +368,9 @@ class Dispatcher:
         """Share two int64[1] words with the threads around a live run (either may be None):
         ``request`` with the writers (``Appender.set_gil_request``; a live run writes a new
         nonzero number there when it ends and 0 when it starts, ``end_gil_request`` writes 0), and
-        ``wanted``, nonzero while another thread waits to dispatch: a live run that has caught up
-        with the writer naps (``live_nap``) for more, and returns instead when it is nonzero."""
+        ``wanted``, nonzero while another thread waits to dispatch or for the reput thread to
+        stop: a live run that has caught up with the writer naps (``live_nap``) for more, and
+        returns instead when it is nonzero; ``nap`` ends early then."""
         for name, a, writable in (("request", request, True), ("wanted", wanted, False)):
             if a is not None:
                 arr = np.asarray(a)
@@ -389,10 +390,17 @@ class Dispatcher:
             self._gil_req[0] = 0
 
     def nap(self, seconds: float) -> None:
-        """Sleep (the reput thread between runs), then ask the writers for the GIL."""
+        """Sleep (the reput thread between runs) in slices of at most 1 ms, ending early once
+        ``wanted`` is set (someone waits for the dispatch lock or for the thread to stop); then
+        ask the writers for the GIL."""
         if not seconds >= 0:
             raise ValueError(f"nap of {seconds} s")
-        time.sleep(seconds)
+        end = time.monotonic() + min(seconds, 1e9)
+        while self._wanted is None or self._wanted[0] == 0:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, 0.001))
         if self._gil_req is not None:
             self._gil_seq += 1
             self._gil_req[0] = self._gil_seq
