@@ -279,6 +279,7 @@ class MessageStore:
             self._logics_flush = AsyncFlushService(
                 lambda: 0, lambda: 1 << 62, self._flush_logics, cfg.flush_interval_consume_queue_ms, 0, 1 << 40)
         self._stop = threading.Event()
+        self._wake: tuple[int, int] | None = None
         self._reput_thread: threading.Thread | None = None
         self._reput_error: RmqError | None = None
         self._read_your_writes = cfg.dispatch != "background" and not self.read_only
@@ -289,6 +290,7 @@ class MessageStore:
             self._dispatcher.set_signals(self._gil_request, self._lock_wanted)
             # caught up with a busy writer, a run naps for more instead of returning for the GIL
             self._dispatcher.live_nap(_LIVE_NAP_NS, _LIVE_IDLE_NS)
+            self._wake = os.pipe()  # close writes a byte: the reput thread's nap ends at once
             self._reput_thread = threading.Thread(target=self._reput_loop, name="rmqcore-reput", daemon=True)
             self._reput_thread.start()
 
@@ -801,12 +803,14 @@ class MessageStore:
         for themselves wait on the same lock), sleeping 1 ms (up to 16 ms while idle) when there
         is nothing to do."""
         idle = 0.001
+        wake_r = self._wake[0] if self._wake is not None else -1
         try:
             while not self._stop.is_set():
-                if self._dispatch(self.reput_from_offset + _REPUT_STEP, True) == 0:
+                if (self.reput_from_offset >= self.commitlog.max_offset  # nothing new: no dispatch call
+                        or self._dispatch(self.reput_from_offset + _REPUT_STEP, True) == 0):
                     if self._stop.is_set():
                         return
-                    self._dispatcher.nap(idle)  # ends with a GIL request the writers answer
+                    self._dispatcher.nap(idle, wake_r)  # ends with a GIL request the writers answer
                     idle = min(idle * 2, 0.016)  # an idle store costs ~60 wake-ups a second
                 else:
                     idle = 0.001
@@ -1288,13 +1292,19 @@ class MessageStore:
             raise BufferError("record views are still in use; leave their `with` block before closing")
         if self._reput_thread is not None:
             self._stop.set()
-            with self._wanted_mutex:  # ends its nap (or a live run's) now instead of up to 16 ms later
+            with self._wanted_mutex:  # a live run's nap for the writer ends now
                 self._lock_wanted[0] += 1
             try:
+                if self._wake is not None:
+                    os.write(self._wake[1], b"\0")  # and a nap between runs (up to 16 ms)
                 self._reput_thread.join()
             finally:
                 with self._wanted_mutex:
                     self._lock_wanted[0] -= 1
+                if self._wake is not None:
+                    for fd in self._wake:
+                        os.close(fd)
+                    self._wake = None
             self.commitlog._appender.set_gil_request(None)
             self._dispatcher.set_signals(None, None)
         for svc in (self._group_commit, self._async_flush, self._logics_flush):

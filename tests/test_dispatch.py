@@ -709,32 +709,43 @@ def test_live_run_naps_for_the_writer_until_another_thread_wants_to_dispatch(dsp
     d.set_signals(None, None)
 
 
-def test_a_nap_ends_once_someone_wants_the_reput_thread(dsp: Any) -> None:
-    """Dispatcher.nap (the reput thread between runs, up to 16 ms; here a minute) sleeps in short
-    slices and ends once ``wanted`` is nonzero (a caller waiting for the dispatch lock, or close
-    waiting for the thread), still asking the writers for the GIL as it leaves."""
+def test_a_nap_ends_when_its_pipe_is_written_and_is_skipped_while_wanted(dsp: Any) -> None:
+    """Dispatcher.nap (the reput thread between runs, up to 16 ms; here a minute) ends as soon as
+    its wake pipe is written (close does this) and does not sleep at all while ``wanted`` is set;
+    either way it asks the writers for the GIL as it leaves."""
+    import os
     import threading
 
     d = dsp.Dispatcher()
     req, wanted = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
     d.set_signals(req, wanted)
-    order: list[str] = []
+    r, w = os.pipe()
+    try:
+        order: list[str] = []
 
-    def other() -> None:
-        order.append("wanted")
+        def wake() -> None:
+            order.append("woken")
+            os.write(w, b"\0")
+
+        t = threading.Timer(0.05, wake)
+        t.start()
+        done = threading.Event()
+        napper = threading.Thread(target=lambda: (d.nap(60.0, r), order.append("returned"), done.set()))
+        napper.start()
+        assert done.wait(30), "the nap did not end when its pipe was written"
+        napper.join()
+        t.join()
+        assert order == ["woken", "returned"] and req[0] != 0
+        first = int(req[0])
+        os.read(r, 1)
         wanted[0] = 1
-
-    t = threading.Timer(0.05, other)
-    t.start()
-    done = threading.Event()
-    napper = threading.Thread(target=lambda: (d.nap(60.0), order.append("returned"), done.set()))
-    napper.start()
-    assert done.wait(30), "the nap did not end when wanted was set"
-    napper.join()
-    t.join()
-    assert order == ["wanted", "returned"] and req[0] != 0
-    d.nap(1e300)  # wanted is still set: returns at once, however long the nap asked for
-    d.set_signals(None, None)
+        d.nap(1e300)  # wanted is set: returns at once, however long the nap asked for
+        d.nap(1e300, r)
+        assert req[0] not in (0, first)
+    finally:
+        os.close(r)
+        os.close(w)
+        d.set_signals(None, None)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -216,12 +216,28 @@ cdef extern from *:
         while (nanosleep(&t, &t) != 0) {}
     }
     #endif
+    #if defined(_WIN32)
+    static void rmq_nap_fd(int64_t ns, int fd) { (void)fd; rmq_sleep_ns(ns); }
+    #else
+    #include <limits.h>
+    #include <poll.h>
+    /* sleep ns (rounded up to ms), or until fd is readable; a signal may end it early */
+    static void rmq_nap_fd(int64_t ns, int fd) {
+        struct pollfd p;
+        int64_t ms = (ns + 999999) / 1000000;
+        if (fd < 0) { rmq_sleep_ns(ns); return; }
+        p.fd = fd;
+        p.events = POLLIN;
+        p.revents = 0;
+        (void)poll(&p, 1, (int)(ms > INT_MAX ? INT_MAX : ms));
+    }
+    #endif
     """
     void rmq_prefetch_w(const void *p) nogil
     void rmq_sleep_ns(int64_t ns) nogil
+    void rmq_nap_fd(int64_t ns, int fd) nogil
 
 DEF LIVE_LAG = 2 * 1024 * 1024  # follow the writer this far behind: its newest lines stay in its core's cache
-DEF NAP_SLICE_NS = 1000000  # a nap looks at ``wanted`` this often
 DEF CHUNK = 4000  # records per scan: not a multiple of 512 (4 KiB-multiple row strides thrash L1)
 DEF KEYS_CAP = CHUNK * 8
 DEF SEG_FIELDS = 10
@@ -418,7 +434,7 @@ cdef class Dispatcher:
         ``wanted``: nonzero while another thread waits to dispatch (the store's dispatch lock) or
         for the reput thread to stop (close). A live run that has caught up with the writer naps
         without the GIL (``live_nap``) for the writer to go on, and returns instead when this is
-        nonzero; ``nap`` ends early then."""
+        nonzero; ``nap`` does not sleep then."""
         cdef Py_buffer rv, wv
         cdef bint has_r = False
         try:
@@ -460,23 +476,21 @@ cdef class Dispatcher:
         if self._gil_req != NULL:
             rmq_publish_i64(self._gil_req, 0)
 
-    def nap(self, double seconds):
-        """Sleep without the GIL (the reput thread between runs), in slices of at most 1 ms, ending
-        early once someone waits for the dispatch lock or for the thread to stop (``wanted``, see
-        ``set_signals``); then, like the end of a live run, ask the writers for the GIL: a
-        sleeping thread that wakes up behind a busy writer would otherwise wait out the 5 ms
-        switch interval."""
+    def nap(self, double seconds, int wake_fd=-1):
+        """Sleep without the GIL (the reput thread between runs) for ``seconds``, or until
+        ``wake_fd`` (the read end of a pipe; -1: none) is readable, or not at all while ``wanted``
+        is set (see ``set_signals``); then, like the end of a live run, ask the writers for the
+        GIL: a sleeping thread that wakes up behind a busy writer would otherwise wait out the
+        5 ms switch interval."""
         cdef int64_t *gr = self._gil_req
         cdef const int64_t *wp = self._wanted
-        cdef int64_t left, step
+        cdef int64_t ns
         if not seconds >= 0:
             raise ValueError(f"nap of {seconds} s")
-        left = <int64_t>(min(seconds, 1e9) * 1e9)
+        ns = <int64_t>(min(seconds, 1e9) * 1e9)
         with nogil:
-            while left > 0 and (wp == NULL or rmq_observe_i64(wp) == 0):
-                step = min(left, NAP_SLICE_NS)
-                rmq_sleep_ns(step)
-                left -= step
+            if wp == NULL or rmq_observe_i64(wp) == 0:
+                rmq_nap_fd(ns, wake_fd)
             if gr != NULL:
                 self._gil_seq += 1
                 rmq_publish_i64(gr, self._gil_seq)

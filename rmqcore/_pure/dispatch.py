@@ -20,6 +20,7 @@ string) and decodes values only to hash them.
 
 from __future__ import annotations
 
+import select
 import struct
 import time
 from operator import index as _index
@@ -370,7 +371,7 @@ class Dispatcher:
         nonzero number there when it ends and 0 when it starts, ``end_gil_request`` writes 0), and
         ``wanted``, nonzero while another thread waits to dispatch or for the reput thread to
         stop: a live run that has caught up with the writer naps (``live_nap``) for more, and
-        returns instead when it is nonzero; ``nap`` ends early then."""
+        returns instead when it is nonzero; ``nap`` does not sleep then."""
         for name, a, writable in (("request", request, True), ("wanted", wanted, False)):
             if a is not None:
                 arr = np.asarray(a)
@@ -389,18 +390,17 @@ class Dispatcher:
         if self._gil_req is not None:
             self._gil_req[0] = 0
 
-    def nap(self, seconds: float) -> None:
-        """Sleep (the reput thread between runs) in slices of at most 1 ms, ending early once
-        ``wanted`` is set (someone waits for the dispatch lock or for the thread to stop); then
-        ask the writers for the GIL."""
+    def nap(self, seconds: float, wake_fd: int = -1) -> None:
+        """Sleep (the reput thread between runs) for ``seconds``, or until ``wake_fd`` (the read
+        end of a pipe; -1: none) is readable, or not at all while ``wanted`` is set; then ask the
+        writers for the GIL."""
         if not seconds >= 0:
             raise ValueError(f"nap of {seconds} s")
-        end = time.monotonic() + min(seconds, 1e9)
-        while self._wanted is None or self._wanted[0] == 0:
-            left = end - time.monotonic()
-            if left <= 0:
-                break
-            time.sleep(min(left, 0.001))
+        if self._wanted is None or self._wanted[0] == 0:
+            if wake_fd >= 0:
+                select.select([wake_fd], [], [], min(seconds, 1e9))
+            else:
+                time.sleep(min(seconds, 1e9))
         if self._gil_req is not None:
             self._gil_seq += 1
             self._gil_req[0] = self._gil_seq
