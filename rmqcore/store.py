@@ -135,6 +135,10 @@ _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 def _query_args(what: str, topic: Any, key: Any, begin: Any, end: Any, max_num: Any) -> tuple[int, int, int]:
     """Key-query arguments checked: str topic and key, integer ``begin``, ``end`` and ``max_num``
     (numpy ints too), each clamped to int64 (past it is the same as no bound)."""
+    if (type(begin) is int and type(end) is int and type(max_num) is int and type(topic) is str
+            and type(key) is str and _I64_MIN <= begin <= _I64_MAX and _I64_MIN <= end <= _I64_MAX
+            and _I64_MIN <= max_num <= _I64_MAX):
+        return begin, end, max_num  # the usual case, checked in one expression
     if not isinstance(topic, str) or not isinstance(key, str):
         raise ConfigError(f"{what} takes a str topic and key, not {type(topic).__name__} and {type(key).__name__}")
     try:
