@@ -810,8 +810,14 @@ class MessageStore:
         wake_r = self._wake[0] if self._wake is not None else -1
         try:
             while not self._stop.is_set():
-                if (self.reput_from_offset >= self.commitlog.max_offset  # nothing new: no dispatch call
-                        or self._dispatch(self.reput_from_offset + _REPUT_STEP, True) == 0):
+                if self.reput_from_offset >= self.commitlog.max_offset:  # nothing new: no dispatch call
+                    # withdraw the last nap's GIL request: a writer seeing it would wait for this
+                    # thread (asleep) to take the GIL, up to a nap, before its put
+                    self._dispatcher.end_gil_request()
+                    done = 0
+                else:
+                    done = self._dispatch(self.reput_from_offset + _REPUT_STEP, True)
+                if done == 0:
                     if self._stop.is_set():
                         return
                     self._dispatcher.nap(idle, wake_r)  # ends with a GIL request the writers answer

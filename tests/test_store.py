@@ -292,6 +292,25 @@ def _viewed(s: MessageStore, off) -> bytes:  # type: ignore[no-untyped-def]
         return bytes(views[0])
 
 
+def test_an_idle_reput_thread_leaves_no_gil_request_out(tmp_path: Path, impl) -> None:
+    """While the store is idle the reput thread naps with its GIL request withdrawn: a request left
+    out would make the next put wait for the sleeping thread (up to a nap) before writing.
+    Sampled between short sleeps: a nap's request lives only until the thread takes the GIL."""
+    import time
+
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        s.put("T", b"x")
+        assert s.wait_dispatched(10)
+        time.sleep(0.1)  # the naps have grown
+        seen = []
+        for _ in range(50):
+            time.sleep(0.003)
+            seen.append(int(s._gil_request[0]))
+        assert sum(v != 0 for v in seen) < 10, seen
+        s.put("T", b"y")
+        assert s.wait_dispatched(10) and s.get_messages("g", "T", 0, 0).queue_offsets == [0, 1]
+
+
 def test_get_messages_takes_integer_arguments_of_any_int_type(tmp_path: Path, impl) -> None:
     """Pull arguments are integers (numpy's too); anything else is a ConfigError, not a kernel
     TypeError; limits past int64 act as no limit."""
