@@ -1,9 +1,10 @@
 # cython: language_level=3
 """CommitLog record codec, native twin of ``rmqcore._pure.codec``.
 
-Functions over buffers only: no files, no state. Positions are buffer offsets. Expected conditions
-(end of data, BLANK filler) are return values; invalid bytes are statuses in the scanners and
+Functions over buffers only: no files. Positions are buffer offsets. Expected conditions (end of
+data, BLANK filler) are return values; invalid bytes are statuses in the scanners and
 ``CorruptionError`` subclasses (position = buffer offset of the record) in ``decode_record``.
+``MessageExt`` is a decoded record (``rmqcore.message.MessageExt`` is the chosen twin's class).
 Both twins have the same names, signatures, results and exceptions; one test suite runs both.
 
 The byte work is in ``csrc/rmq_codec.c`` (plain C, no GIL needed); this module converts arguments,

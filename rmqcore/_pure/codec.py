@@ -1,8 +1,9 @@
 """CommitLog record codec, pure-Python twin of ``rmqcore._native.codec``.
 
-Functions over buffers only: no files, no state. Positions are buffer offsets. Expected conditions
-(end of data, BLANK filler) are return values; invalid bytes are statuses in the scanners and
+Functions over buffers only: no files. Positions are buffer offsets. Expected conditions (end of
+data, BLANK filler) are return values; invalid bytes are statuses in the scanners and
 ``CorruptionError`` subclasses (position = buffer offset of the record) in ``decode_record``.
+``MessageExt`` is a decoded record (``rmqcore.message.MessageExt`` is the chosen twin's class).
 Both twins have the same names, signatures, results and exceptions; one test suite runs both.
 """
 from __future__ import annotations
