@@ -1,11 +1,11 @@
 /*
- * rmq_pyslots.h - object slots of a Python class with __slots__, read and written in place.
+ * rmq_pyslots.h - an object slot of a Python class with __slots__, written in place.
  *
  * A class with __slots__ keeps each slot as an object pointer at a fixed offset in the instance,
  * named by a member descriptor on the class. Knowing the offset, native code can replace one
  * slot's value (the appender's MappedFile.wrote_position, once per put) without the generic
- * attribute machinery. Only
- * writable object members qualify; callers fall back to ordinary attribute access otherwise.
+ * attribute machinery. Only writable object members qualify; callers fall back to ordinary
+ * attribute access otherwise.
  * Include after Python.h (Cython modules only).
  */
 #ifndef RMQ_PYSLOTS_H

@@ -36,7 +36,7 @@ BLANK_UNIT = (0, 0x7FFFFFFF, 0)  # ConsumeQueue.fillPreBlank filler
 BOUNDARY_LOWER = "lower"
 BOUNDARY_UPPER = "upper"
 BOUNDARY_NEAREST = "nearest"  # RocketMQ 4.x getOffsetInQueueByTime(ts): the closest unit
-_UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+_UNIT_DTYPE = np.dtype(L.CQ_UNIT_FIELDS)
 
 
 def _units(mf: MappedFile, count: int, pos: int = 0) -> np.ndarray:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
-import operator
 import os
 import threading
 import time
@@ -141,11 +140,8 @@ def _query_args(what: str, topic: Any, key: Any, begin: Any, end: Any, max_num: 
         return begin, end, max_num  # the usual case, checked in one expression
     if not isinstance(topic, str) or not isinstance(key, str):
         raise ConfigError(f"{what} takes a str topic and key, not {type(topic).__name__} and {type(key).__name__}")
-    try:
-        ints = [operator.index(v) for v in (begin, end, max_num)]
-    except TypeError as e:
-        raise ConfigError(f"{what} takes integer bounds and counts: {e}") from None
-    lo, hi, n = (min(max(v, _I64_MIN), _I64_MAX) for v in ints)
+    lo, hi, n = (min(max(int_arg(v, f"{what}'s {name}"), _I64_MIN), _I64_MAX)
+                 for v, name in ((begin, "begin"), (end, "end"), (max_num, "max_num")))
     return lo, hi, n
 
 
@@ -873,10 +869,7 @@ class MessageStore:
         Raises:
             ConfigError: ``offset``, ``max_msgs`` or ``max_bytes`` is not an integer.
         """
-        try:
-            offset, max_msgs, max_bytes = operator.index(offset), operator.index(max_msgs), operator.index(max_bytes)
-        except TypeError as e:
-            raise ConfigError(f"get_messages takes integer offset, max_msgs and max_bytes: {e}") from None
+        offset, max_msgs, max_bytes = int_arg(offset, "offset"), int_arg(max_msgs, "max_msgs"), int_arg(max_bytes, "max_bytes")
         self._caught_up()
         cq = self.consume_queues.get((topic, queue_id))
         if cq is None:

@@ -921,7 +921,7 @@ cdef object _msg():
 
 
 cdef class MessageExt:
-    """A decoded CommitLog record (MessageExt); the native twin of ``rmqcore.message.PureMessageExt``
+    """A decoded CommitLog record (MessageExt); the native twin of ``rmqcore._pure.codec.MessageExt``
     (same constructor, attributes, properties and values; ``rmqcore.message.MessageExt`` is this
     class when the native kernels are in use).
 

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from ..layout import (
+    CQ_UNIT_FIELDS,
+    CQ_UNIT_SIZE,
     C_POSITION,
     C_PROPERTIES_LEN,
     C_PROPERTIES_POS,
@@ -263,7 +265,7 @@ _STRUCT_UNIT = struct.Struct(">qiq")
 SELECT_NO_MATCH = 0
 SELECT_FOUND = 1
 SELECT_REMOVING = 2
-_CQ_UNIT = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+_CQ_UNIT = np.dtype(CQ_UNIT_FIELDS)
 
 
 def select_units(buf: Any, pos: int, n: int, offset: int, max_msgs: int, max_bytes: int, codes: Any,
@@ -280,9 +282,9 @@ def select_units(buf: Any, pos: int, n: int, offset: int, max_msgs: int, max_byt
     Returns ``(status, consumed, physical_offsets, queue_offsets, sizes)``: SELECT_FOUND when a
     message was taken, else SELECT_REMOVING when a removed unit came first, else SELECT_NO_MATCH;
     ``consumed`` units were looked at (the next pull starts at ``offset + consumed``)."""
-    if pos < 0 or n < 0 or pos + n * 20 > len(memoryview(buf)):
+    if pos < 0 or n < 0 or pos + n * CQ_UNIT_SIZE > len(memoryview(buf)):
         raise ValueError(f"{n} units at {pos} outside a buffer of {len(memoryview(buf))} bytes")
-    units = np.frombuffer(bytes(memoryview(buf)[pos : pos + n * 20]), dtype=_CQ_UNIT)
+    units = np.frombuffer(bytes(memoryview(buf)[pos : pos + n * CQ_UNIT_SIZE]), dtype=_CQ_UNIT)
     status = SELECT_NO_MATCH
     phys: list[int] = []
     qoffs: list[int] = []
