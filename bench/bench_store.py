@@ -107,6 +107,38 @@ def test_put_batch_with_dispatch(benchmark, dispatch: str, n: int, segment: str)
     _put_rate(benchmark, fill, dispatch, n, segment)
 
 
+@pytest.mark.benchmark(group="store-round-trip")
+@pytest.mark.parametrize("dispatch", ["inline", "auto"])
+def test_put_then_pull_each_message(benchmark, dispatch: str) -> None:
+    """The embedded-queue pattern: a producer puts one message and a consumer in the same process
+    pulls it at once (each pull dispatches the one new record first: read-your-writes). Measures
+    the fixed cost per dispatch call and per pull, which batched benchmarks spread over thousands
+    of records. Rate in round trips per second."""
+    d = tempfile.mkdtemp(prefix="rmqbench-rt-")
+    s = MessageStore(d, commitlog_file_size=256 * 1024 * 1024, dispatch=dispatch)
+    s.warm_up()
+    n = 20_000
+    state = {"offset": 0}
+
+    def run() -> None:
+        put, get, off = s.put, s.get_messages, state["offset"]
+        for _ in range(n):
+            put("BenchTopic", BODY, 0, tags="TagA", keys="k")
+            r = get("g", "BenchTopic", 0, off, 32)
+            assert r.message_count == 1
+            off = r.next_begin_offset
+        state["offset"] = off
+
+    try:
+        benchmark.pedantic(run, rounds=5, iterations=1, warmup_rounds=1)
+    finally:
+        s.close()
+        shutil.rmtree(d)
+    benchmark.extra_info["round_trips"] = n
+    benchmark.extra_info["round_trips_per_s"] = n / benchmark.stats["median"]
+    benchmark.extra_info["us_per_round_trip"] = benchmark.stats["median"] / n * 1e6
+
+
 @pytest.mark.benchmark(group="store-read")
 def test_batched_read_commitlog_columnar(benchmark, filled: MessageStore) -> None:
     cl = filled.commitlog

@@ -38,7 +38,7 @@ class MappedFile:
     """One fixed-size file mapped into memory."""
 
     __slots__ = (
-        "path", "file_from_offset", "file_size", "read_only", "mm", "fd", "wrote_position",
+        "path", "file_from_offset", "file_size", "file_end_offset", "read_only", "mm", "fd", "wrote_position",
         "flushed_position", "_closed",
     )
 
@@ -49,6 +49,7 @@ class MappedFile:
         self.path = str(path)
         self.file_from_offset = file_from_offset
         self.file_size = file_size
+        self.file_end_offset = file_from_offset + file_size  # global offset one past the file
         self.read_only = read_only
         if create:
             fd = fileops.current().create(self.path, file_size)  # allocated, not sparse (see fileops)
@@ -77,10 +78,6 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self._closed = False
-
-    @property
-    def file_end_offset(self) -> int:
-        return self.file_from_offset + self.file_size
 
     def is_full(self) -> bool:
         return self.wrote_position >= self.file_size
@@ -186,8 +183,11 @@ class MappedFileQueue:
 
     def max_offset(self) -> int:
         """One past the last written byte."""
-        last = self.last()
-        return last.file_from_offset + last.wrote_position if last else 0
+        files = self.files
+        if files:
+            last = files[-1]
+            return last.file_from_offset + last.wrote_position
+        return 0
 
     def find(self, offset: int) -> MappedFile:
         """The file holding global ``offset`` (MappedFileQueue.findMappedFileByOffset)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -33,13 +33,58 @@ DEFAULT_INTERVAL = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 
 
+# SegmentIndex.state, the dispatcher's view of one file's indexes (Dispatcher.run reads and updates
+# it in place): the fields below, then the time index's last timestamp and 1 (index this file)
+_COUNT, _END, _SINCE, _MAX_TS, _OMAX, _MONO, _FLOOR, _INTERVAL, _LAST_T, _ON = range(10)
+
+
+class _StateField:
+    """An integer field of ``SegmentIndex.state``."""
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+    @overload
+    def __get__(self, obj: None, owner: Any) -> _StateField: ...
+    @overload
+    def __get__(self, obj: SegmentIndex, owner: Any) -> int: ...
+    def __get__(self, obj: SegmentIndex | None, owner: Any) -> _StateField | int:
+        return self if obj is None else int(obj.state[self.i])
+
+    def __set__(self, obj: SegmentIndex, value: int) -> None:
+        obj.state[self.i] = value
+
+
 class SegmentIndex:
-    """The sparse indexes of one CommitLog file."""
+    """The sparse indexes of one CommitLog file.
+
+    Its counters live in ``state`` (an int64 array) so that the dispatcher updates them in place,
+    with no conversion per dispatch call; the attributes below read and write that array.
+    """
+
+    count = _StateField(_COUNT)  # records indexed
+    end = _StateField(_END)  # position after the last indexed record
+    bytes_since = _StateField(_SINCE)
+    max_ts = _StateField(_MAX_TS)
+    ordinal_of_max_ts = _StateField(_OMAX)
+    floor_ts = _StateField(_FLOOR)  # max store time of the previous file (the monotonic check starts there)
+    interval = _StateField(_INTERVAL)
+
+    @property
+    def monotonic(self) -> bool:
+        """Store times never went back (within this file, nor from the previous one)."""
+        return bool(self.state[_MONO])
+
+    @monotonic.setter
+    def monotonic(self, value: bool) -> None:
+        self.state[_MONO] = 1 if value else 0
 
     def __init__(self, directory: Path, file_from_offset: int, *, interval: int = DEFAULT_INTERVAL,
                  max_index_size: int = DEFAULT_MAX_INDEX_SIZE, writable: bool = True, impl: str | None = None,
                  fresh: bool = False) -> None:
         self.file_from_offset = file_from_offset
+        self.state = np.zeros(10, dtype=np.int64)
+        self.state[_ON] = 1
         self.interval = interval
         name = L.offset_to_file_name(file_from_offset)
         self.state_path = directory / f"{name}.state"
@@ -51,17 +96,19 @@ class SegmentIndex:
         self.offset_index = OffsetIndex(paths[0], 0, max_index_size, writable=writable, impl=impl)
         self._k = _impl.kernel("dispatch", impl)
         self.time_index = TimeIndex(paths[1], 0, max_index_size, writable=writable, impl=impl)
-        self.count = 0  # records indexed
-        self.end = 0  # position after the last indexed record
-        self.bytes_since = 0
-        self.max_ts = -1
-        self.ordinal_of_max_ts = -1
-        self.monotonic = True  # store times never went back (within this file, nor from the previous one)
-        self.floor_ts = -1  # max store time of the previous file (the monotonic check starts there)
+        self.count = self.end = self.bytes_since = 0
+        self.max_ts = self.ordinal_of_max_ts = self.floor_ts = -1
+        self.monotonic = True
         self.complete = False
         self.writable = writable
         if not fresh:
             self._load_state()
+        self._sync_last_t()
+
+    def _sync_last_t(self) -> None:
+        """``state``'s copy of the time index's last timestamp (-1: no entry), after it changed."""
+        ti = self.time_index
+        self.state[_LAST_T] = ti.last_entry.timestamp if ti.entries else -1
 
     def _load_state(self) -> None:
         try:
@@ -91,11 +138,11 @@ class SegmentIndex:
         oi, ti = self.offset_index, self.time_index
         interval = self.interval
         count, since, max_ts, omax = self.count, self.bytes_since, self.max_ts, self.ordinal_of_max_ts
-        mono = self.monotonic
+        mono, end, floor_ts = self.monotonic, self.end, self.floor_ts
         for pos, size, ts in zip(positions, sizes, timestamps):
-            if pos < self.end:
+            if pos < end:
                 continue  # already indexed (re-dispatch)
-            if ts < max_ts or ts < self.floor_ts:
+            if ts < max_ts or ts < floor_ts:
                 mono = False
             if ts > max_ts:
                 max_ts, omax = ts, count
@@ -105,25 +152,26 @@ class SegmentIndex:
                 since = 0
             since += size
             count += 1
-            self.end = pos + size
+            end = pos + size
         self.count, self.bytes_since, self.max_ts, self.ordinal_of_max_ts = count, since, max_ts, omax
-        self.monotonic = mono
+        self.monotonic, self.end = mono, end
+        self._sync_last_t()
 
-    def export_state(self, out: np.ndarray) -> None:
-        """The dispatcher's view of this index (see ``Dispatcher.run``): ``out[:10]``."""
-        last_t = self.time_index.last_entry.timestamp if self.time_index.entries else -1
-        out[:10] = (self.count, self.end, self.bytes_since, self.max_ts, self.ordinal_of_max_ts,
-                    int(self.monotonic), self.floor_ts, self.interval, last_t, 1)
-
-    def import_state(self, st: np.ndarray, entries: np.ndarray, n: int) -> None:
-        """Take back what ``Dispatcher.run`` computed: the state and ``n`` new entries."""
-        if n:
-            self.offset_index.append_many(entries[0, :n], entries[1, :n])
+    def add_entries(self, entries: np.ndarray, n: int) -> None:
+        """Write the ``n`` entries ``Dispatcher.run`` computed (it updated ``state`` itself):
+        rows ordinal, position, timestamp (-1: no time entry), ordinal of that timestamp."""
+        oi, ti = self.offset_index, self.time_index
+        if n <= 4:  # a dispatch of a few records: scalar appends cost a tenth of the bulk path's numpy calls
+            for ordinal, position, ts, ts_ordinal in entries[:, :n].T.tolist():
+                oi.append(ordinal, position)
+                if ts >= 0:
+                    ti.maybe_append(ts, ts_ordinal, skip_full_check=True)
+        else:
+            oi.append_many(entries[0, :n], entries[1, :n])
             grow = entries[2, :n] >= 0
             if grow.any():
-                self.time_index.append_many(entries[2, :n][grow], entries[3, :n][grow])
-        self.count, self.end, self.bytes_since, self.max_ts = int(st[0]), int(st[1]), int(st[2]), int(st[3])
-        self.ordinal_of_max_ts, self.monotonic = int(st[4]), bool(st[5])
+                ti.append_many(entries[2, :n][grow], entries[3, :n][grow])
+        self._sync_last_t()
 
     def add_arrays(self, positions: np.ndarray, sizes: np.ndarray, timestamps: np.ndarray) -> None:
         """``add`` vectorised: the same entries, computed with numpy (one step per index entry)."""
@@ -153,9 +201,10 @@ class SegmentIndex:
             # LogSegment updates the max timestamp with the record before deciding on an entry; a
             # time entry is written only when that maximum grew past the last one
             tmax, omx = run_max[at], omax[at]
-            last_t = self.time_index.last_entry.timestamp if self.time_index.entries else -1
+            last_t = int(self.state[_LAST_T])
             grow = tmax > np.maximum.accumulate(np.concatenate(([last_t], tmax[:-1])))
             self.time_index.append_many(tmax[grow], omx[grow])
+            self._sync_last_t()
         self.bytes_since = int(since_end)
         self.count += n
         self.max_ts = int(run_max[-1])
@@ -192,6 +241,7 @@ class SegmentIndex:
         self.count = self.end = self.bytes_since = 0
         self.max_ts = self.ordinal_of_max_ts = -1
         self.monotonic = True
+        self._sync_last_t()
 
     def flush(self) -> None:
         if self.writable:
@@ -228,6 +278,7 @@ class SegmentIndexService:
         self.read_only = read_only
         self.impl = impl
         self.segments: dict[int, SegmentIndex] = {}
+        self._current: SegmentIndex | None = None  # the last for_file answer
         self.max_index_size = max(4096, min(DEFAULT_MAX_INDEX_SIZE, (commitlog.file_size // interval + 2) * 12))
 
     def _get(self, file_from: int, fresh: bool = False) -> SegmentIndex:
@@ -278,7 +329,10 @@ class SegmentIndexService:
     def for_file(self, file_from: int) -> SegmentIndex:
         """The indexes of the CommitLog file at ``file_from``, for adding records to (older files'
         indexes are then complete)."""
-        seg = self._get(file_from)
+        seg = self.segments.get(file_from)
+        if seg is not None and seg is self._current and seg.state[_COUNT]:
+            return seg  # the file dispatch is in (checked below when it was new)
+        seg = self._current = self._get(file_from)
         if len(self.segments) > 1:
             for f, other in self.segments.items():  # a newer file started: older ones are complete
                 if f < file_from and not other.complete:

@@ -226,6 +226,7 @@ class MessageStore:
         self._disk_full = False
         self._seek_cols = np.empty((L.NCOLUMNS, 64), dtype=np.int64)
         self._dispatch_lock = threading.Lock()
+        self._reput_thread: threading.Thread | None = None  # started once the store is open
         self._dispatch_kernel = _impl.kernel("dispatch", self.impl)
         # scratch of the general dispatch path, one record at a time (_dispatch_one); a record has at
         # most one key per two bytes of properties, plus UNIQ_KEY
@@ -240,7 +241,7 @@ class MessageStore:
         self._wanted_mutex = threading.Lock()  # for its read-modify-writes
         self._bound: dict[tuple[bytes, int], tuple[ConsumeQueue, Any]] = {}
         self._bound_index: Any = None
-        self._seg_state = np.zeros(10, dtype=np.int64)
+        self._no_seg = np.zeros(10, dtype=np.int64)  # Dispatcher.run's segment state when there is no index
         self._seg_out = np.empty((4, 65536), dtype=np.int64)
         self._max_batch = cfg.max_msgs_num_batch
         self._lookup: Any = None
@@ -280,7 +281,6 @@ class MessageStore:
                 lambda: 0, lambda: 1 << 62, self._flush_logics, cfg.flush_interval_consume_queue_ms, 0, 1 << 40)
         self._stop = threading.Event()
         self._wake: tuple[int, int] | None = None
-        self._reput_thread: threading.Thread | None = None
         self._reput_error: RmqError | None = None
         self._read_your_writes = cfg.dispatch != "background" and not self.read_only
         if cfg.dispatch != "inline" and not self.read_only:
@@ -601,6 +601,9 @@ class MessageStore:
         writer completes meanwhile, up to ``limit``, without coming back for the GIL, and the
         writers hand the GIL over whenever a run ends (until this returns)."""
         if not live:
+            if self._reput_thread is None:  # nobody naps holding the lock: no need to signal
+                with self._dispatch_lock:
+                    return self._dispatch_runs(limit, False)
             with self._dispatch_locked():
                 return self._dispatch_runs(limit, False)
         try:
@@ -628,13 +631,14 @@ class MessageStore:
     def _dispatch_runs(self, limit: int | None, live: bool) -> int:
         self._check_open()
         cl = self.commitlog
-        cap = cl.max_offset if limit is None else limit
-        end = min(cap, cl.max_offset)
+        end = cl.max_offset
+        cap = end if limit is None else limit
+        end = min(cap, end)
         live_arr = cl._appender.live if live else None
         dsp = self._dispatcher
         k = self._dispatch_kernel
         index_on = self.index is not None
-        state, seg_out = self._seg_state, self._seg_out
+        no_seg, seg_out = self._no_seg, self._seg_out
         n_total = 0
         # a record whose keys went into two index files (the first filled up) resumes at its
         # key first_key; kept across calls, as a live run may have gone past this call's end
@@ -651,16 +655,13 @@ class MessageStore:
             pos = self.reput_from_offset - base
             stop_at = min(mf.wrote_position, end - base)
             seg = self.segindex.for_file(base) if self.segindex is not None else None
-            if seg is not None:
-                seg.export_state(state)
-            else:
-                state[9] = 0
             done, at, status, stop, a, b, c, d, max_ts, nseg = dsp.run(
-                mf.mm, base, pos, stop_at, False, index_on, first_key, state, seg_out, live_arr,
-                max(stop_at, min(cap - base, mf.file_size)))
+                mf.mm, base, pos, stop_at, False, index_on, first_key, no_seg if seg is None else seg.state,
+                seg_out, live_arr, max(stop_at, min(cap - base, mf.file_size)))
             first_key = 0
-            if seg is not None:
-                seg.import_state(state, seg_out, nseg)
+            if nseg:
+                assert seg is not None
+                seg.add_entries(seg_out, nseg)
             self._sync_queues()
             if index_on and self._bound_index is not None:
                 self._bound_index._dirty = True
@@ -871,6 +872,7 @@ class MessageStore:
         """
         offset, max_msgs, max_bytes = int_arg(offset, "offset"), int_arg(max_msgs, "max_msgs"), int_arg(max_bytes, "max_bytes")
         self._caught_up()
+        cl = self.commitlog
         cq = self.consume_queues.get((topic, queue_id))
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, _store=self)
@@ -894,7 +896,7 @@ class MessageStore:
         cap = 2**62  # the kernel's arguments are int64: larger limits are the same as no limit
         status, i, phys, qoffs, sizes = self._dispatch_kernel.select_units(
             mf.mm, pos, n, offset, max(-cap, min(max_msgs, cap)), max(-cap, min(max_bytes, cap)), codes,
-            self.commitlog.min_offset, self.commitlog.max_offset, mem_limit, cfg.max_transfer_bytes_on_disk,
+            cl.min_offset, cl.max_offset, mem_limit, cfg.max_transfer_bytes_on_disk,
             cfg.max_transfer_count_on_disk, cfg.max_transfer_bytes_in_memory, cfg.max_transfer_count_in_memory)
         return GetResult(_SELECT_STATUS[status], offset + i, lo, hi, phys, qoffs, sizes, _store=self)
 

@@ -820,3 +820,35 @@ def test_select_units_range_errors() -> None:
         for pos, n in ((4, 4), (-1, 1), (0, -1), (len(buf) + 1, 0)):
             with pytest.raises(ValueError):
                 k.select_units(buf, pos, n, 0, 32, 2**20, None, 0, 10, 0, 1, 1, 1 << 20, 32)
+
+
+def test_run_takes_state_arrays_as_c_contiguous_int64_in_both_twins(dsp: Any) -> None:
+    """Dispatcher.run's ``seg``, ``seg_out`` and ``live``: C-contiguous int64 arrays (each exported
+    once per call), ValueError for anything else, and nothing dispatched; ``buf`` any bytes-like."""
+    d = dsp.Dispatcher()
+    seg, seg_out, live = np.zeros(10, dtype=np.int64), np.zeros((4, 8), dtype=np.int64), np.zeros(1, dtype=np.int64)
+    for buf in (bytes(64), bytearray(64), memoryview(bytearray(64))):
+        assert d.run(buf, 0, 0, 64, False, False, 0, seg, seg_out)[:3] == (0, 0, ST_END)
+    bad = [
+        dict(seg=np.zeros(10, dtype=np.float64)),
+        dict(seg=np.zeros(9, dtype=np.int64)),
+        dict(seg=np.zeros(20, dtype=np.int64)[::2]),
+        dict(seg=np.zeros((2, 10), dtype=np.int64)),
+        dict(seg=[0] * 10),
+        dict(seg_out=np.zeros((3, 8), dtype=np.int64)),
+        dict(seg_out=np.zeros((4, 16), dtype=np.int64)[:, ::2]),
+        dict(seg_out=np.zeros((4, 8), dtype=np.int32)),
+        dict(live=np.zeros(0, dtype=np.int64)),
+        dict(live=np.zeros(1, dtype=np.uint8)),
+    ]
+    ro = np.zeros(10, dtype=np.int64)
+    ro.flags.writeable = False
+    bad.append(dict(seg=ro))
+    for kw in bad:
+        args = dict(seg=seg, seg_out=seg_out, live=live)
+        args.update(kw)
+        with pytest.raises(ValueError):
+            d.run(bytes(64), 0, 0, 64, False, False, 0, args["seg"], args["seg_out"], args["live"], 64)
+    with pytest.raises(ValueError):
+        d.run(bytes(64), 0, 0, 65, False, False, 0, seg, seg_out)
+    assert not seg.any() and not seg_out.any()

@@ -83,6 +83,19 @@ _SCHEDULE_TOPIC = b"SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPI
 _CHUNK = 256  # records decoded per codec.decode_batch call (bounds the scratch array)
 
 
+def _c_int64(a: Any, ndim: int, name: str, writable: bool = True) -> None:
+    """ValueError unless ``a`` is a C-contiguous int64 array of ``ndim`` dimensions (writable
+    when asked): what the native Dispatcher.run exports its state arrays as."""
+    try:
+        m = memoryview(a)
+    except (TypeError, BufferError):
+        raise ValueError(f"{name} must be a C-contiguous int64 array, not {type(a).__name__}") from None
+    with m:
+        if (m.ndim != ndim or m.itemsize != 8 or m.format.lstrip("@=<") not in ("l", "q") or not m.c_contiguous
+                or (writable and m.readonly)):
+            raise ValueError(f"{name} must be a {ndim}-D C-contiguous int64 array")
+
+
 def _array_shape(a: Any, ndim: int, name: str) -> tuple[int, ...]:
     """``a``'s shape if it is a writable native int64 buffer with ``ndim`` dimensions and strides
     that are multiples of 8 bytes; ValueError otherwise."""
@@ -453,8 +466,14 @@ class Dispatcher:
         from . import indexfile as _ix
 
         n = len(memoryview(buf))
+        _c_int64(seg, 1, "seg")
+        _c_int64(seg_out, 2, "seg_out")
+        if live is not None:
+            _c_int64(live, 1, "live", writable=False)
         if pos < 0 or limit < pos or limit > n:
             raise ValueError(f"range [{pos}, {limit}) outside a buffer of {n} bytes")
+        if live is not None and len(live) < 1:
+            raise ValueError("live must hold one int64")
         if len(seg) < 10 or seg_out.shape[0] < 4:
             raise ValueError("seg needs 10 fields and seg_out 4 rows")
         cols = np.empty((NCOLUMNS, _CHUNK), dtype=np.int64)
