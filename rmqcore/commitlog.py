@@ -497,8 +497,17 @@ class CommitLog:
     def read_many(self, offsets: Sequence[int], verify_crc: bool = False) -> list[MessageExt]:
         """``[read(o, verify_crc) for o in offsets]``, decoding each run of offsets in one file in
         one kernel call (how a pull's messages are read). Raises as ``read`` does, for the first
-        offset that fails."""
+        offset that fails; ConfigError when an offset is not an integer (checked only once the
+        walk stumbles on one: a pull's offsets are ints, and this is its read path)."""
         self._check_open()
+        try:
+            return self._read_many(offsets, verify_crc)
+        except TypeError:
+            for o in offsets:
+                int_arg(o, "offset")
+            raise
+
+    def _read_many(self, offsets: Sequence[int], verify_crc: bool) -> list[MessageExt]:
         out: list[MessageExt] = []
         lo, hi = self.min_offset, self.max_offset
         i, n = 0, len(offsets)

@@ -259,7 +259,7 @@ def test_read_many_is_read_of_each_offset(tmp_path: Path, impl) -> None:
         good = [r.physical_offset for r in rs]
         blank = [mf.file_from_offset + mf.wrote_position for mf in cl.queue.files[:-1]
                  if mf.wrote_position < mf.file_size]
-        bad = [*blank, good[5] + 1, -1, cl.max_offset, 10**12]
+        bad = [*blank, good[5] + 1, -1, cl.max_offset, 10**12, "x", None, 1.5, float(good[3])]  # ConfigError for non-ints
         rnd = random.Random(3)
         cases = [good, sorted(rnd.sample(good, 40)), rnd.sample(good, 40), [good[7]] * 3, []]
         cases += [[*rnd.sample(good, 5), b, *rnd.sample(good, 5)] for b in bad]
