@@ -30,6 +30,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.store = self._open()
         self.queues: dict[tuple[str, int], list[tuple[bytes, str | None, tuple[str, ...], int]]] = {}
         self.offsets: dict[tuple[str, str, int], int] = {}
+        self.times: list[tuple[int, int]] = []  # (physical offset, store time) of every message
         self.n = 0
 
     def _open(self) -> MessageStore:
@@ -49,6 +50,7 @@ class StoreMachine(RuleBasedStateMachine):
         lst = self.queues.setdefault((topic, q), [])
         assert r.queue_offset == len(lst)
         lst.append((body, tags, tuple(keys), r.physical_offset))
+        self.times.append((r.physical_offset, self.clock[0]))
         self.n += 1
 
     @rule(topic=st.sampled_from(TOPICS), q=st.integers(0, QUEUES - 1),
@@ -60,6 +62,7 @@ class StoreMachine(RuleBasedStateMachine):
         assert r.queue_offset == len(lst)
         for b, off in zip(bodies, r.physical_offsets):
             lst.append((b, "t1", (key,), off))
+            self.times.append((off, self.clock[0]))
         self.n += len(bodies)
 
     @precondition(lambda self: self.n > 0)
@@ -96,6 +99,17 @@ class StoreMachine(RuleBasedStateMachine):
             assert got == want
         else:
             assert got == want[-64:]
+
+    @precondition(lambda self: self.n > 0)
+    @rule(data=st.data(), after=st.booleans())
+    def seek_time(self, data, after) -> None:
+        """The CommitLog time seek (segment time index, then a short scan), dispatched in whatever
+        steps the rules before took: the first record stored at (after) or after ``ts``."""
+        near = st.sampled_from(self.times).flatmap(lambda r: st.integers(r[1] - 1, r[1] + 1))  # at a record's time
+        ts = data.draw(st.one_of(near, st.integers(1_700_000_000_000 - 2, self.clock[0] + 2)))
+        hits = [off for off, t in self.times if (t > ts if after else t >= ts)]
+        want = min(hits) if hits else self.store.commitlog.max_offset
+        assert self.store.commitlog_offset_by_time(ts, after=after) == want
 
     @precondition(lambda self: self.n > 0)
     @rule(data=st.data(), group=st.sampled_from(["g1", "g2"]))
