@@ -601,11 +601,16 @@ class MessageStore:
         writer completes meanwhile, up to ``limit``, without coming back for the GIL, and the
         writers hand the GIL over whenever a run ends (until this returns)."""
         if not live:
-            if self._reput_thread is None:  # nobody naps holding the lock: no need to signal
-                with self._dispatch_lock:
+            lock = self._dispatch_lock
+            if self._reput_thread is None:
+                lock.acquire()
+            elif not lock.acquire(False):  # the reput thread is in a run: ask it to end (it may nap)
+                with self._dispatch_locked():
                     return self._dispatch_runs(limit, False)
-            with self._dispatch_locked():
+            try:  # taken without signalling anyone
                 return self._dispatch_runs(limit, False)
+            finally:
+                lock.release()
         try:
             with self._dispatch_lock:
                 return self._dispatch_runs(limit, True)
