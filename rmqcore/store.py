@@ -875,7 +875,9 @@ class MessageStore:
         Raises:
             ConfigError: ``offset``, ``max_msgs`` or ``max_bytes`` is not an integer.
         """
-        offset, max_msgs, max_bytes = int_arg(offset, "offset"), int_arg(max_msgs, "max_msgs"), int_arg(max_bytes, "max_bytes")
+        if not (type(offset) is type(max_msgs) is type(max_bytes) is int):  # the usual case, checked at once
+            offset, max_msgs, max_bytes = (int_arg(offset, "offset"), int_arg(max_msgs, "max_msgs"),
+                                           int_arg(max_bytes, "max_bytes"))
         self._caught_up()
         cl = self.commitlog
         cq = self.consume_queues.get((topic, queue_id))
@@ -891,16 +893,18 @@ class MessageStore:
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi, _store=self)
         cfg = self.config
-        max_filter = max(16000, max_msgs * L.CQ_UNIT_SIZE) // L.CQ_UNIT_SIZE
+        max_filter = max(16000 // L.CQ_UNIT_SIZE, max_msgs)  # maxFilterMessageCount: 16000 bytes of units
         span = cq.unit_span(offset, max_filter)
         if span is None or span[2] == 0:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, offset + 1, lo, hi, _store=self)
         mf, pos, n = span
-        codes = _tag_codes(tag_filter)
+        codes = None if tag_filter is None else _tag_codes(tag_filter)
         mem_limit = _ram_bytes() * cfg.access_message_in_memory_max_ratio // 100
         cap = 2**62  # the kernel's arguments are int64: larger limits are the same as no limit
+        if not (-cap <= max_msgs <= cap and -cap <= max_bytes <= cap):
+            max_msgs, max_bytes = max(-cap, min(max_msgs, cap)), max(-cap, min(max_bytes, cap))
         status, i, phys, qoffs, sizes = self._dispatch_kernel.select_units(
-            mf.mm, pos, n, offset, max(-cap, min(max_msgs, cap)), max(-cap, min(max_bytes, cap)), codes,
+            mf.mm, pos, n, offset, max_msgs, max_bytes, codes,
             cl.min_offset, cl.max_offset, mem_limit, cfg.max_transfer_bytes_on_disk,
             cfg.max_transfer_count_on_disk, cfg.max_transfer_bytes_in_memory, cfg.max_transfer_count_in_memory)
         return GetResult(_SELECT_STATUS[status], offset + i, lo, hi, phys, qoffs, sizes, _store=self)
