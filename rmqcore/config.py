@@ -65,6 +65,10 @@ class StoreConfig:
     max_transfer_bytes_on_disk: int = 64 * 1024  # maxTransferBytesOnMessageInDisk
     max_transfer_count_on_disk: int = 8  # maxTransferCountOnMessageInDisk
     access_message_in_memory_max_ratio: int = 40  # accessMessageInMemoryMaxRatio (% of RAM)
+    # rmqcore's own sparse indexes per CommitLog file (rmqcore-index/): an entry once more than this
+    # many bytes of records went by since the last one (Kafka's index.interval.bytes); any value is
+    # safe across reopens, since the file being written is re-indexed at open
+    index_interval_bytes: int = 4096
     clock: Callable[[], int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -76,6 +80,9 @@ class StoreConfig:
             raise ConfigError("index_slots must be > 0 and index_entries > 1")
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
             raise ConfigError(f"flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")
+        if isinstance(self.index_interval_bytes, bool) or not isinstance(self.index_interval_bytes, int) \
+                or self.index_interval_bytes < 0:
+            raise ConfigError(f"index_interval_bytes must be an int >= 0, not {self.index_interval_bytes!r}")
         if self.dispatch not in ("auto", "inline", "background"):
             raise ConfigError(f"dispatch must be 'auto', 'inline' or 'background', not {self.dispatch!r}")
 

@@ -279,7 +279,9 @@ class SegmentIndexService:
         self.impl = impl
         self.segments: dict[int, SegmentIndex] = {}
         self._current: SegmentIndex | None = None  # the last for_file answer
-        self.max_index_size = max(4096, min(DEFAULT_MAX_INDEX_SIZE, (commitlog.file_size // interval + 2) * 12))
+        # room for every entry a file can get: one per interval + 1 bytes, at most one per record
+        most = commitlog.file_size // max(interval + 1, L.MIN_RECORD_SIZE) + 2
+        self.max_index_size = max(4096, most * TimeIndex.ENTRY_SIZE)
 
     def _get(self, file_from: int, fresh: bool = False) -> SegmentIndex:
         seg = self.segments.get(file_from)

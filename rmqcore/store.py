@@ -382,7 +382,7 @@ class MessageStore:
         if not self.read_only:
             from .segindex import SegmentIndexService
 
-            self.segindex = SegmentIndexService(self.store_dir, cl, impl=self.impl)
+            self.segindex = SegmentIndexService(self.store_dir, cl, interval=cfg.index_interval_bytes, impl=self.impl)
             self.segindex.recover(self.reput_from_offset)
             self.dispatch()
             # queue offsets after re-dispatch (records recovered past the old consume queues)

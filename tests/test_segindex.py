@@ -110,3 +110,53 @@ def test_dispatching_record_by_record_builds_the_same_indexes(tmp_path: Path, im
         rebuilt = _segment_indexes(s)
     # the last file's state is rebuilt at open; complete files' counters come from their state files
     assert {f: v[:1] + v[8:] for f, v in rebuilt.items()} == {f: v[:1] + v[8:] for f, v in each.items()}
+
+
+@pytest.mark.parametrize("interval", [0, 300, 4096])
+def test_index_interval_bytes_spaces_the_entries_as_kafka_does(tmp_path: Path, impl, interval: int) -> None:
+    """``index_interval_bytes`` (Kafka's index.interval.bytes): an entry before a record once more
+    than that many bytes went by since the last entry (0: before every record but the first); the
+    time seeks stay exact whatever the spacing."""
+    clock = [1_700_000_000_000]
+    rnd = random.Random(5)
+    with MessageStore(tmp_path, impl=impl.name, commitlog_file_size=64 * 1024, message_index_enable=False,
+                      index_interval_bytes=interval, clock=lambda: clock[0]) as s:
+        for i in range(900):
+            clock[0] += rnd.choice((0, 1, 2))
+            s.put("T", b"x" * rnd.randrange(0, 300), i % 2)
+            if i % 7 == 0:
+                s.dispatch()
+        s.dispatch()
+        for mf in s.commitlog.queue.files:
+            seg = s.segindex.segments[mf.file_from_offset]
+            sizes = [size for _pos, size in _record_spans(s, mf)]
+            want, since = [], 0
+            for k, size in enumerate(sizes):  # LogSegment.append's rule
+                if since > interval:
+                    want.append(k)
+                    since = 0
+                since += size
+            assert [e.offset for e in seg.offset_index.entries_list()] == want
+        for ts in range(1_700_000_000_000 - 1, clock[0] + 2, 37):
+            for b in ("lower", "upper"):
+                assert s.offset_by_time("T", 1, ts, b) == _exact(s, 1, ts, b)
+
+
+def _record_spans(s: MessageStore, mf) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
+    out, pos = [], 0
+    while pos < mf.wrote_position:
+        st, size = s.commitlog._codec.peek_record(mf.mm, pos, mf.wrote_position)[:2]
+        if st != L.ST_MSG:
+            break
+        out.append((pos, size))
+        pos += size
+    return out
+
+
+def test_index_interval_bytes_must_be_a_non_negative_int(tmp_path: Path) -> None:
+    from rmqcore.errors import ConfigError
+
+    for bad in (-1, 1.5, "4096", True, None):
+        with pytest.raises(ConfigError, match="index_interval_bytes"):
+            MessageStore(tmp_path / "s", index_interval_bytes=bad)
+    assert not (tmp_path / "s").exists()

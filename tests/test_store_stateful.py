@@ -17,7 +17,8 @@ TOPICS = ("TA", "TopicB")
 QUEUES = 3
 KEYS = [f"k{i}" for i in range(25)]
 CQ_UNITS = 8
-GEOM = dict(commitlog_file_size=8192, cq_file_size=CQ_UNITS * 20, index_slots=7, index_entries=40)
+GEOM = dict(commitlog_file_size=8192, cq_file_size=CQ_UNITS * 20, index_slots=7, index_entries=40,
+            index_interval_bytes=256)  # segment indexes: several entries per file
 
 
 class StoreMachine(RuleBasedStateMachine):
