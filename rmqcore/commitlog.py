@@ -206,11 +206,7 @@ class CommitLog:
     @property
     def max_offset(self) -> int:
         """One past the last written byte (getMaxOffset)."""
-        files = self.queue.files  # queue.max_offset(), without the call: every read asks
-        if files:
-            last = files[-1]
-            return last.file_from_offset + last.wrote_position
-        return 0
+        return self.queue.max_offset()
 
     def _check_open(self) -> None:
         if self._closed:

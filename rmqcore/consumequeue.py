@@ -138,12 +138,8 @@ class ConsumeQueue:
 
     def _file_for(self, queue_offset: int) -> tuple[MappedFile, int] | None:
         byte = queue_offset * UNIT
-        files = self.queue.files
-        if not files or byte < files[0].file_from_offset:
+        if not self.queue.files or byte < self.queue.min_offset() or byte >= self.queue.max_offset():
             return None
-        last = files[-1]
-        if byte >= last.file_from_offset:  # the common case: the last file
-            return (last, byte - last.file_from_offset) if byte < last.file_from_offset + last.wrote_position else None
         mf = self.queue.find(byte)
         return mf, byte - mf.file_from_offset
 

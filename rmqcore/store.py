@@ -618,16 +618,22 @@ class MessageStore:
             self._dispatcher.end_gil_request()  # done with Python work: writers keep the GIL
 
     @contextlib.contextmanager
-    def _dispatch_locked(self) -> Iterator[None]:
-        """The dispatch lock, for any thread but the reput thread: while this one waits for it, a
-        live run napping for the writer returns instead of napping on."""
+    def _wanting(self) -> Iterator[None]:
+        """Counted in ``_lock_wanted`` meanwhile: a live run napping for the writer returns instead
+        of napping on, and the reput thread's nap between runs is skipped."""
         with self._wanted_mutex:
             self._lock_wanted[0] += 1
         try:
-            self._dispatch_lock.acquire()
+            yield
         finally:
             with self._wanted_mutex:
                 self._lock_wanted[0] -= 1
+
+    @contextlib.contextmanager
+    def _dispatch_locked(self) -> Iterator[None]:
+        """The dispatch lock, for any thread but the reput thread, taken while wanting it."""
+        with self._wanting():
+            self._dispatch_lock.acquire()
         try:
             yield
         finally:
@@ -636,9 +642,9 @@ class MessageStore:
     def _dispatch_runs(self, limit: int | None, live: bool) -> int:
         self._check_open()
         cl = self.commitlog
-        end = cl.max_offset
-        cap = end if limit is None else limit
-        end = min(cap, end)
+        written = cl.max_offset
+        cap = written if limit is None else limit
+        end = min(cap, written)
         live_arr = cl._appender.live if live else None
         dsp = self._dispatcher
         k = self._dispatch_kernel
@@ -898,7 +904,7 @@ class MessageStore:
         if span is None or span[2] == 0:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, offset + 1, lo, hi, _store=self)
         mf, pos, n = span
-        codes = None if tag_filter is None else _tag_codes(tag_filter)
+        codes = _tag_codes(tag_filter)
         mem_limit = _ram_bytes() * cfg.access_message_in_memory_max_ratio // 100
         cap = 2**62  # the kernel's arguments are int64: larger limits are the same as no limit
         if not (-cap <= max_msgs <= cap and -cap <= max_bytes <= cap):
@@ -1306,15 +1312,12 @@ class MessageStore:
             raise BufferError("record views are still in use; leave their `with` block before closing")
         if self._reput_thread is not None:
             self._stop.set()
-            with self._wanted_mutex:  # a live run's nap for the writer ends now
-                self._lock_wanted[0] += 1
             try:
-                if self._wake is not None:
-                    os.write(self._wake[1], b"\0")  # and a nap between runs (up to 16 ms)
-                self._reput_thread.join()
+                with self._wanting():  # a live run's nap for the writer ends now
+                    if self._wake is not None:
+                        os.write(self._wake[1], b"\0")  # and a nap between runs (up to 16 ms)
+                    self._reput_thread.join()
             finally:
-                with self._wanted_mutex:
-                    self._lock_wanted[0] -= 1
                 if self._wake is not None:
                     for fd in self._wake:
                         os.close(fd)

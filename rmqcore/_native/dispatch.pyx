@@ -196,17 +196,10 @@ cdef extern from "rmq_endian.h" nogil:
     int64_t rmq_observe_i64(const int64_t *p)
 
 cdef bint _is_i64_format(const char *f):
-    """A struct format naming a native int64: ``l`` or ``q``, optionally after ``@`` or ``=``
-    (``<`` on little-endian hosts)."""
+    """``l`` or ``q`` (with itemsize 8: a native int64), the formats ``_array_shape`` accepts."""
     if f == NULL:
         return True  # PyBUF_FORMAT not honoured means unsigned bytes; itemsize 8 then rules them out
-    if f[0] == b'@' or f[0] == b'=' or (f[0] == b'<' and _LITTLE):
-        f += 1
     return (f[0] == b'l' or f[0] == b'q') and f[1] == 0
-
-
-import sys
-cdef bint _LITTLE = sys.byteorder == "little"
 
 
 cdef int _i64_buffer(object o, Py_buffer *v, int ndim, bint writable, str name) except -1:

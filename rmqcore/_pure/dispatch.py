@@ -83,35 +83,25 @@ _SCHEDULE_TOPIC = b"SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPI
 _CHUNK = 256  # records decoded per codec.decode_batch call (bounds the scratch array)
 
 
-def _c_int64(a: Any, ndim: int, name: str, writable: bool = True) -> None:
-    """ValueError unless ``a`` is a C-contiguous int64 array of ``ndim`` dimensions (writable
-    when asked): what the native Dispatcher.run exports its state arrays as."""
+def _array_shape(a: Any, ndim: int, name: str, writable: bool = True, contiguous: bool = False) -> tuple[int, ...]:
+    """``a``'s shape if it is a native int64 buffer with ``ndim`` dimensions and strides that are
+    multiples of 8 bytes, writable and C-contiguous when asked; ValueError otherwise."""
     try:
         m = memoryview(a)
     except (TypeError, BufferError):
-        raise ValueError(f"{name} must be a C-contiguous int64 array, not {type(a).__name__}") from None
-    with m:
-        if (m.ndim != ndim or m.itemsize != 8 or m.format.lstrip("@=<") not in ("l", "q") or not m.c_contiguous
-                or (writable and m.readonly)):
-            raise ValueError(f"{name} must be a {ndim}-D C-contiguous int64 array")
-
-
-def _array_shape(a: Any, ndim: int, name: str) -> tuple[int, ...]:
-    """``a``'s shape if it is a writable native int64 buffer with ``ndim`` dimensions and strides
-    that are multiples of 8 bytes; ValueError otherwise."""
-    try:
-        m = memoryview(a)
-    except (TypeError, BufferError):
-        raise ValueError(f"{name} must be a writable {ndim}-D int64 array, not {type(a).__name__}") from None
+        raise ValueError(f"{name} must be a {'writable ' if writable else ''}{ndim}-D int64 array, "
+                         f"not {type(a).__name__}") from None
     try:
         if (
             m.ndim != ndim
             or m.itemsize != 8
             or m.format not in ("l", "q")
-            or m.readonly
+            or (writable and m.readonly)
+            or (contiguous and not m.c_contiguous)
             or any(s % 8 for s in m.strides or ())
         ):
-            raise ValueError(f"{name} must be a writable {ndim}-D int64 array")
+            raise ValueError(f"{name} must be a {'writable ' if writable else ''}{ndim}-D int64 array"
+                             f"{' (C-contiguous)' if contiguous else ''}")
         return m.shape or ()
     finally:
         m.release()
@@ -466,10 +456,10 @@ class Dispatcher:
         from . import indexfile as _ix
 
         n = len(memoryview(buf))
-        _c_int64(seg, 1, "seg")
-        _c_int64(seg_out, 2, "seg_out")
+        _array_shape(seg, 1, "seg", contiguous=True)  # what the native twin exports (ValueError alike)
+        _array_shape(seg_out, 2, "seg_out", contiguous=True)
         if live is not None:
-            _c_int64(live, 1, "live", writable=False)
+            _array_shape(live, 1, "live", writable=False, contiguous=True)
         if pos < 0 or limit < pos or limit > n:
             raise ValueError(f"range [{pos}, {limit}) outside a buffer of {n} bytes")
         if live is not None and len(live) < 1:
