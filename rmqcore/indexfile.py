@@ -134,7 +134,7 @@ class IndexFile:
 
     __slots__ = (
         "path", "name", "slot_count", "max_entries", "file_size", "read_only", "max_steps", "_k", "_hash",
-        "_fd", "_mm", "_dirty",
+        "_sync", "_fd", "_mm", "_dirty",
     )  # fmt: skip
 
     def __init__(
@@ -144,6 +144,7 @@ class IndexFile:
         k = _impl.kernel("indexfile", impl)
         self._k = k
         self._hash = _impl.kernel("hashing", impl).index_key_hash
+        self._sync = _impl.kernel("appender", impl).sync_range
         self.path = str(path)
         self.name = os.path.basename(self.path)
         self.file_size = k.index_file_size(slot_count, max_entries)  # ConfigError on bad geometry
@@ -367,11 +368,13 @@ class IndexFile:
 
     # -- lifetime -------------------------------------------------------------------------------
     def flush(self) -> None:
-        """Write dirty pages back (msync) if anything was put since the last flush."""
+        """Write dirty pages back (msync) if anything was put since the last flush. The native
+        kernel syncs without the GIL: ``mmap.flush`` holds it (CPython 3.11), and the msync of an
+        index file whose slots were written all over took ~80 ms, a stall for every thread."""
         mm = self._live()
         if self._dirty and not self.read_only:
             self._dirty = False  # puts during the sync set it again
-            mm.flush()
+            self._sync(mm, 0, len(mm))
 
     @property
     def closed(self) -> bool:

@@ -226,6 +226,9 @@ class MessageStore:
         self._disk_full = False
         self._seek_cols = np.empty((L.NCOLUMNS, 64), dtype=np.int64)
         self._dispatch_lock = threading.Lock()
+        # held while consume-queue and index files are synced, and by whatever closes such files
+        # meanwhile (retention): the periodic flush syncs without the dispatch lock
+        self._logics_files_lock = threading.Lock()
         self._reput_thread: threading.Thread | None = None  # started once the store is open
         self._dispatch_kernel = _impl.kernel("dispatch", self.impl)
         # scratch of the general dispatch path, one record at a time (_dispatch_one); a record has at
@@ -1222,10 +1225,11 @@ class MessageStore:
                 deleted.append(mf.path)
             if deleted:
                 cl_min = self.commitlog.min_offset
-                for cq in self.consume_queues.values():
-                    cq.delete_expired(cl_min)
-                if self.index is not None:
-                    self.index.delete_expired(cl_min)
+                with self._logics_files_lock:
+                    for cq in self.consume_queues.values():
+                        cq.delete_expired(cl_min)
+                    if self.index is not None:
+                        self.index.delete_expired(cl_min)
                 if self.segindex is not None:
                     self.segindex.recover(self.reput_from_offset)
         return deleted
@@ -1269,35 +1273,43 @@ class MessageStore:
         self._caught_up()
         self.commitlog.flush()
         self._persist_topics_if_dirty()
-        if self._last_dispatched_ts > 0:
-            self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, self._last_dispatched_ts)
+        ts = self._last_dispatched_ts  # before the syncs: what the reput thread adds meanwhile may miss them
+        if ts > 0:
+            self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, ts)
+        with self._logics_files_lock:
+            self._sync_logics()
+        if self.segindex is not None:
+            self.segindex.flush()
+        if ts > 0:
+            self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, ts)
+        self.checkpoint.flush()
+
+    def _sync_logics(self) -> None:
+        """Sync the consume queues and index files (``_logics_files_lock`` held)."""
         for cq in list(self.consume_queues.values()):  # the reput thread may add queues meanwhile
             cq.flush()
         if self.index is not None:
             self.index.flush()
-        if self.segindex is not None:
-            self.segindex.flush()
-        if self._last_dispatched_ts > 0:
-            self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, self._last_dispatched_ts)
-        self.checkpoint.flush()
 
     def _flush_logics(self) -> None:
         """Flush dispatched consume queues and index files, then the checkpoint (periodic)."""
         if self._closed:
             return
         self._persist_topics_if_dirty()
+        # what is dispatched at this instant is in the page cache before the syncs start, so they
+        # make it durable; dispatch goes on meanwhile (a sync of a busy index file takes 100+ ms,
+        # and reads dispatch first: holding the dispatch lock stalled every read that long)
         with self._dispatch_locked():
-            for cq in list(self.consume_queues.values()):
-                cq.flush()
-            if self.index is not None:
-                self.index.flush()
-            if self._last_dispatched_ts > 0:
-                self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp,
-                                                           self._last_dispatched_ts)
-            if self.commitlog.flushed_offset >= self.reput_from_offset and self._last_dispatched_ts > 0:
-                # every dispatched record is also flushed: its time bounds what a crash can lose
-                self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
-                                                           self._last_dispatched_ts)
+            ts, reput = self._last_dispatched_ts, self.reput_from_offset
+        with self._logics_files_lock:
+            if self._closed:
+                return
+            self._sync_logics()
+            if ts > 0:
+                self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, ts)
+                if self.commitlog.flushed_offset >= reput:
+                    # every dispatched record is also flushed: its time bounds what a crash can lose
+                    self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, ts)
             self.checkpoint.flush()
 
     def close(self) -> None:

@@ -280,10 +280,12 @@ class AbstractIndex:
         raise NotImplementedError
 
     def flush(self) -> None:
-        """msync the mapped file."""
+        """msync the mapped file (without the GIL when the native kernels are in use)."""
+        from rmqcore import _impl
+
         with self._lock:
             if self._mmap is not None and self.writable:
-                self._mmap.flush()
+                _impl.kernel("appender", self._k.name).sync_range(self._mmap, 0, len(self._mmap))
 
     def close(self) -> None:
         """Trim to the valid size (writable indexes) and unmap. Idempotent."""
