@@ -160,3 +160,32 @@ def test_index_interval_bytes_must_be_a_non_negative_int(tmp_path: Path) -> None
         with pytest.raises(ConfigError, match="index_interval_bytes"):
             MessageStore(tmp_path / "s", index_interval_bytes=bad)
     assert not (tmp_path / "s").exists()
+
+
+def test_kept_entries_reach_the_files_when_a_file_completes_and_at_close(tmp_path: Path, impl) -> None:
+    """Dispatch keeps the entries it computes (SegmentIndex.add_entries) and writes them in bulk:
+    a completed file's index files hold all of them, though nothing read the indexes meanwhile."""
+    from rmqcore.kafka.index import OffsetIndex, TimeIndex
+
+    clock = [1_700_000_000_000]
+    with _fill(tmp_path / "bulk", impl.name, clock, n=1500) as s:
+        s.dispatch()
+        bulk = {f: (g.offset_index.entries_list(), g.time_index.entries_list()) for f, g in s.segindex.segments.items()}
+    clock = [1_700_000_000_000]
+    s = _fill(tmp_path / "each", impl.name, clock, n=1500, dispatch_each=True)
+    complete = sorted(bulk)[:-1]  # the last file's indexes are rebuilt at open
+    assert len(complete) > 3
+    segs = s.segindex.segments
+    assert segs[max(segs)]._npending > 0  # kept: nothing read them
+    for f in complete:  # written when the next file began, before its state was saved as complete
+        assert (segs[f]._oi.entries_list(), segs[f]._ti.entries_list()) == bulk[f]
+    s.close()
+    for f in complete:
+        d = tmp_path / "each" / "rmqcore-index"
+        oi = OffsetIndex(d / f"{L.offset_to_file_name(f)}.index", 0, writable=False, impl=impl.name)
+        ti = TimeIndex(d / f"{L.offset_to_file_name(f)}.timeindex", 0, writable=False, impl=impl.name)
+        try:
+            assert (oi.entries_list(), ti.entries_list()) == bulk[f]
+        finally:
+            oi.close()
+            ti.close()
