@@ -105,6 +105,7 @@ _LIVE_IDLE_NS = 4_000_000  # ... for this long at most, then returns
 
 
 @functools.lru_cache(maxsize=1)
+@functools.cache
 def _ram_bytes() -> int:
     """Physical memory, read once (as RocketMQ's StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE)."""
     try:

@@ -71,7 +71,7 @@ cdef extern from *:
     """
     void rmq_wait_while(const int64_t *p, int64_t v, int64_t max_ns) nogil
 
-DEF GIL_YIELD_MAX_NS = 20_000_000  # a dispatch thread's bind work (file creation) takes a few ms
+DEF GIL_YIELD_MAX_NS = 20_000_000  # a bound: the dispatch thread answers once it holds the GIL
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -276,8 +276,9 @@ cdef class Appender:
     def set_gil_request(self, request):
         """Share ``request`` (int64[1], or None) with a thread that dispatches without the GIL
         (the reput thread). It writes a new nonzero number there when it leaves its nogil run and
-        needs the GIL, and 0 once it is back in nogil code. A put that sees a number it has not
-        yet seen lets the GIL go and waits (up to 20 ms) until that number changes.
+        needs the GIL, and 0 once it holds the GIL. A put that sees a number it has not yet seen
+        lets the GIL go and waits (up to 20 ms, should that thread never come) until that number
+        changes, then takes the GIL back as usual.
 
         Why: a thread that wants the GIL back from a thread running Python code waits for the
         switch interval (5 ms), and a dispatch thread needs it a few times per step. Under a

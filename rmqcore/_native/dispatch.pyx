@@ -450,8 +450,12 @@ cdef class Dispatcher:
         """Share two int64[1] words with the threads around a live run (either may be None).
 
         ``request``, with the writers (``Appender.set_gil_request``): a live run writes a new
-        nonzero number there just before it leaves its nogil loop and needs the GIL, and 0 when it
-        enters it; ``end_gil_request`` writes 0 when the thread is done with Python work.
+        nonzero number there just before it leaves its nogil loop and needs the GIL, and 0 once
+        it holds the GIL (and again when it enters the loop); ``end_gil_request`` writes 0 too.
+        A writer that saw the number waits without the GIL until it changes, so the GIL goes to
+        this thread rather than back to the writer; then it queues for the GIL as any thread does.
+        (It used to wait until the next run began, up to 20 ms: the whole of any file creation,
+        prefault or lock wait between runs, with the GIL free all along.)
         ``wanted``: nonzero while another thread waits to dispatch (the store's dispatch lock) or
         for the reput thread to stop (close). A live run that has caught up with the writer naps
         without the GIL (``live_nap``) for the writer to go on, and returns instead when this is
@@ -515,6 +519,8 @@ cdef class Dispatcher:
             if gr != NULL:
                 self._gil_seq += 1
                 rmq_publish_i64(gr, self._gil_seq)
+        if gr != NULL:
+            rmq_publish_i64(gr, 0)  # got it (see _run)
 
     def release(self):
         """Let go of every bound buffer (before any of them is unmapped)."""
@@ -740,6 +746,8 @@ cdef class Dispatcher:
             if gr != NULL:  # about to wait for the GIL: ask the writers to hand it over
                 self._gil_seq += 1
                 rmq_publish_i64(gr, self._gil_seq)
+        if gr != NULL:
+            rmq_publish_i64(gr, 0)  # got it: the writer that handed it over may queue for it again
         seg[0], seg[1], seg[2], seg[3], seg[4] = s_count, s_end, s_since, s_max, s_omax
         seg[5], seg[6], seg[7], seg[8] = s_mono, s_floor, s_interval, s_last_t
         if stop == 0 and st == RMQ_ST_MSG:

@@ -373,7 +373,8 @@ class Dispatcher:
     def set_signals(self, request: Any, wanted: Any) -> None:
         """Share two int64[1] words with the threads around a live run (either may be None):
         ``request`` with the writers (``Appender.set_gil_request``; a live run writes a new
-        nonzero number there when it ends and 0 when it starts, ``end_gil_request`` writes 0), and
+        nonzero number there when it ends, 0 once it holds the GIL again and 0 when it starts;
+        ``end_gil_request`` writes 0), and
         ``wanted``, nonzero while another thread waits to dispatch or for the reput thread to
         stop: a live run that has caught up with the writer naps (``live_nap``) for more, and
         returns instead when it is nonzero; ``nap`` does not sleep then."""
@@ -406,9 +407,10 @@ class Dispatcher:
                 select.select([wake_fd], [], [], min(seconds, 1e9))
             else:
                 time.sleep(min(seconds, 1e9))
-        if self._gil_req is not None:
+        if self._gil_req is not None:  # ask the writers for the GIL, and (holding it) say so
             self._gil_seq += 1
             self._gil_req[0] = self._gil_seq
+            self._gil_req[0] = 0
 
     def bind_queue(self, topic: bytes, queue_id: int, buffer: Any, file_from: int, wrote: int,
                    max_phys: int) -> int:
@@ -573,9 +575,10 @@ class Dispatcher:
             if st != ST_MSG and not (st == ST_END and live is not None and at >= limit):
                 break
         seg[:9] = [s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t]
-        if gr is not None:  # the run ends: ask the writers for the GIL
-            self._gil_seq += 1
+        if gr is not None:  # the run ends: ask the writers for the GIL; 0 once it is held (this
+            self._gil_seq += 1  # twin never lets it go)
             gr[0] = self._gil_seq
+            gr[0] = 0
         if stop == STOP_NONE and st == ST_MSG and at >= limit:
             st = ST_END
         return (done, at, st, stop, *args, max_ts, nseg)
