@@ -107,6 +107,18 @@ def test_put_batch_with_dispatch(benchmark, dispatch: str, n: int, segment: str)
     _put_rate(benchmark, fill, dispatch, n, segment)
 
 
+def _on_one_store(benchmark, dispatch: str, run) -> None:  # type: ignore[no-untyped-def]
+    """Benchmark ``run(store)`` (5 rounds after a warm-up round) on one store, warmed up."""
+    d = tempfile.mkdtemp(prefix="rmqbench-rt-")
+    s = MessageStore(d, commitlog_file_size=256 * 1024 * 1024, dispatch=dispatch)
+    s.warm_up()
+    try:
+        benchmark.pedantic(run, args=(s,), rounds=5, iterations=1, warmup_rounds=1)
+    finally:
+        s.close()
+        shutil.rmtree(d)
+
+
 @pytest.mark.benchmark(group="store-round-trip")
 @pytest.mark.parametrize("dispatch", ["inline", "auto"])
 def test_put_then_pull_each_message(benchmark, dispatch: str) -> None:
@@ -114,13 +126,10 @@ def test_put_then_pull_each_message(benchmark, dispatch: str) -> None:
     pulls it at once (each pull dispatches the one new record first: read-your-writes). Measures
     the fixed cost per dispatch call and per pull, which batched benchmarks spread over thousands
     of records. Rate in round trips per second."""
-    d = tempfile.mkdtemp(prefix="rmqbench-rt-")
-    s = MessageStore(d, commitlog_file_size=256 * 1024 * 1024, dispatch=dispatch)
-    s.warm_up()
     n = 20_000
     state = {"offset": 0}
 
-    def run() -> None:
+    def run(s: MessageStore) -> None:
         put, get, off = s.put, s.get_messages, state["offset"]
         for _ in range(n):
             put("BenchTopic", BODY, 0, tags="TagA", keys="k")
@@ -129,14 +138,37 @@ def test_put_then_pull_each_message(benchmark, dispatch: str) -> None:
             off = r.next_begin_offset
         state["offset"] = off
 
-    try:
-        benchmark.pedantic(run, rounds=5, iterations=1, warmup_rounds=1)
-    finally:
-        s.close()
-        shutil.rmtree(d)
+    _on_one_store(benchmark, dispatch, run)
     benchmark.extra_info["round_trips"] = n
     benchmark.extra_info["round_trips_per_s"] = n / benchmark.stats["median"]
     benchmark.extra_info["us_per_round_trip"] = benchmark.stats["median"] / n * 1e6
+
+
+@pytest.mark.benchmark(group="store-round-trip")
+@pytest.mark.parametrize("dispatch", ["inline", "auto"])
+def test_put_batch_then_pull_it(benchmark, dispatch: str) -> None:
+    """The same pattern with a batching producer: put 1000 messages in one call, then a consumer
+    pulls them (32 per pull, RocketMQ's default; the first pull dispatches the batch, while it is
+    still in cache). Each dispatch call's fixed cost is paid once per 1000 messages. Rate in
+    messages per second."""
+    raw = [f"KEYS\x01{k}\x02TAGS\x01TagA\x02" for k in _keys(100_000)]
+    bodies = [BODY] * 1000
+    batches = 100
+    state = {"offset": 0}
+
+    def run(s: MessageStore) -> None:
+        put_batch, get, off = s.put_batch, s.get_messages, state["offset"]
+        for b in range(batches):
+            lo = b * 1000
+            put_batch("BenchTopic", bodies, 0, properties_raw=raw[lo : lo + 1000])
+            end = off + 1000
+            while off < end:
+                off = get("g", "BenchTopic", 0, off, 32).next_begin_offset
+        state["offset"] = off
+
+    _on_one_store(benchmark, dispatch, run)
+    benchmark.extra_info["messages"] = batches * 1000
+    benchmark.extra_info["msg_per_s"] = batches * 1000 / benchmark.stats["median"]
 
 
 @pytest.mark.benchmark(group="store-read")
