@@ -126,3 +126,35 @@ def test_an_index_file_is_synced_through_the_kernel_once_per_dirty_period(tmp_pa
             g.close()
     finally:
         f.close()
+
+
+def test_the_periodic_flush_leaves_the_active_index_file_to_a_roll_or_close(tmp_path: Path, impl: Any) -> None:
+    """FlushConsumeQueueService syncs consume queues and the checkpoint; an index file is synced
+    when it fills up (its end time becomes indexMsgTimestamp), by ``flush()`` and at close.
+    Abnormal recovery deletes the index files newer than indexMsgTimestamp and rebuilds them."""
+    with MessageStore(tmp_path, impl=impl.name, dispatch="inline", **GEOM, **QUIET) as s:
+        synced: list[str] = []
+
+        def watch(f: Any) -> None:
+            real = f._sync
+            f._sync = lambda mm, a, b: (synced.append(f.name), real(mm, a, b))[1]
+
+        s.put("T", b"a", 0, keys="k0")
+        s.dispatch()
+        first = s.index.index_files[0]
+        watch(first)
+        cq_flushed = s.consume_queue("T", 0).queue.files[-1].flushed_position
+        s._flush_logics()
+        assert synced == []
+        assert s.consume_queue("T", 0).queue.files[-1].flushed_position > cq_flushed
+        for i in range(1, 60):  # 40 entries a file: the first fills up and is synced as the next begins
+            s.put("T", b"b", 0, keys=f"k{i}")
+        s.dispatch()
+        assert synced == [first.name] and len(s.index.index_files) == 2
+        assert s.checkpoint.index_msg_timestamp == first.end_timestamp > 0
+        active = s.index.index_files[-1]
+        watch(active)
+        s._flush_logics()
+        assert synced == [first.name]
+        s.flush()
+        assert synced == [first.name, active.name]
