@@ -105,7 +105,6 @@ _LIVE_IDLE_NS = 4_000_000  # ... for this long at most, then returns
 
 
 @functools.lru_cache(maxsize=1)
-@functools.cache
 def _ram_bytes() -> int:
     """Physical memory, read once (as RocketMQ's StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE)."""
     try:
@@ -615,11 +614,8 @@ class MessageStore:
                 return self._dispatch_runs(limit, False)
             finally:
                 lock.release()
-        try:
-            with self._dispatch_lock:
-                return self._dispatch_runs(limit, True)
-        finally:
-            self._dispatcher.end_gil_request()  # done with Python work: writers keep the GIL
+        with self._dispatch_lock:  # each run ends with the GIL request withdrawn (Dispatcher.set_signals)
+            return self._dispatch_runs(limit, True)
 
     @contextlib.contextmanager
     def _wanting(self) -> Iterator[None]:
@@ -823,16 +819,13 @@ class MessageStore:
         try:
             while not self._stop.is_set():
                 if self.reput_from_offset >= self.commitlog.max_offset:  # nothing new: no dispatch call
-                    # withdraw the last nap's GIL request: a writer seeing it would wait for this
-                    # thread (asleep) to take the GIL, up to a nap, before its put
-                    self._dispatcher.end_gil_request()
                     done = 0
                 else:
                     done = self._dispatch(self.reput_from_offset + _REPUT_STEP, True)
                 if done == 0:
                     if self._stop.is_set():
                         return
-                    self._dispatcher.nap(idle, wake_r)  # ends with a GIL request the writers answer
+                    self._dispatcher.nap(idle, wake_r)  # ends with a GIL request, withdrawn once answered
                     idle = min(idle * 2, 0.016)  # an idle store costs ~60 wake-ups a second
                 else:
                     idle = 0.001
@@ -841,8 +834,6 @@ class MessageStore:
         except RmqError as e:  # the next dispatch on a caller's thread meets it again and raises
             self._reput_error = e
             return
-        finally:
-            self._dispatcher.end_gil_request()
 
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Wait until dispatch has caught up with the CommitLog (background mode)."""
@@ -1278,7 +1269,7 @@ class MessageStore:
         if ts > 0:
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, ts)
         with self._logics_files_lock:
-            self._sync_logics()
+            self._sync_consume_queues()
             if self.index is not None:
                 self.index.flush()
         if self.segindex is not None:
@@ -1287,7 +1278,7 @@ class MessageStore:
             self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, ts)
         self.checkpoint.flush()
 
-    def _sync_logics(self) -> None:
+    def _sync_consume_queues(self) -> None:
         """Sync the consume queues (``_logics_files_lock`` held)."""
         for cq in list(self.consume_queues.values()):  # the reput thread may add queues meanwhile
             cq.flush()
@@ -1311,7 +1302,7 @@ class MessageStore:
         with self._logics_files_lock:
             if self._closed:
                 return
-            self._sync_logics()
+            self._sync_consume_queues()
             if ts > 0:
                 self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, ts)
                 if self.commitlog.flushed_offset >= reput:

@@ -21,7 +21,7 @@ QUIET = dict(flush_interval_ms=10**9, flush_interval_consume_queue_ms=10**9)  # 
 
 
 class _Gate:
-    """Stands in for ``_sync_logics``: holds the sync open until released."""
+    """Stands in for ``_sync_consume_queues``: holds the sync open until released."""
 
     def __init__(self, real: Any) -> None:
         self.real = real
@@ -54,8 +54,8 @@ def test_dispatch_and_reads_go_on_during_a_sync_and_the_checkpoint_claims_only_w
     with MessageStore(tmp_path, impl=impl.name, dispatch="inline", clock=lambda: clock[0], **QUIET) as s:
         s.put("T", b"first", 0, keys="a")
         s.dispatch()
-        gate = _Gate(s._sync_logics)
-        s._sync_logics = gate  # type: ignore[method-assign]
+        gate = _Gate(s._sync_consume_queues)
+        s._sync_consume_queues = gate  # type: ignore[method-assign]
         flusher, flushed = _in_thread(s._flush_logics)
         try:
             assert gate.entered.wait(30)
@@ -73,7 +73,7 @@ def test_dispatch_and_reads_go_on_during_a_sync_and_the_checkpoint_claims_only_w
         assert flushed == [None]
         # the sync began before "second" was dispatched: its time is not claimed as flushed
         assert s.checkpoint.logics_msg_timestamp == 1_700_000_000_000
-        del s._sync_logics
+        del s._sync_consume_queues
         s._flush_logics()
         assert s.checkpoint.logics_msg_timestamp == 1_700_000_005_000
 
@@ -87,8 +87,8 @@ def test_retention_closes_no_file_under_a_running_sync(tmp_path: Path, impl: Any
         files = [mf.path for mf in s.commitlog.queue.files]
         for p in files:
             os.utime(p, ((now - 80 * HOUR) / 1000,) * 2)
-        gate = _Gate(s._sync_logics)
-        s._sync_logics = gate  # type: ignore[method-assign]
+        gate = _Gate(s._sync_consume_queues)
+        s._sync_consume_queues = gate  # type: ignore[method-assign]
         flusher, flushed = _in_thread(s._flush_logics)
         try:
             assert gate.entered.wait(30)

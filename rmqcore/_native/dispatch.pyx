@@ -449,9 +449,9 @@ cdef class Dispatcher:
     def set_signals(self, request, wanted):
         """Share two int64[1] words with the threads around a live run (either may be None).
 
-        ``request``, with the writers (``Appender.set_gil_request``): a live run writes a new
-        nonzero number there just before it leaves its nogil loop and needs the GIL, and 0 once
-        it holds the GIL (and again when it enters the loop); ``end_gil_request`` writes 0 too.
+        ``request``, with the writers (``Appender.set_gil_request``): a live run (and a ``nap``)
+        writes a new nonzero number there just before it leaves its nogil code and needs the GIL,
+        and 0 once it holds the GIL, so the word is 0 whenever this thread is not asking.
         A writer that saw the number waits without the GIL until it changes, so the GIL goes to
         this thread rather than back to the writer; then it queues for the GIL as any thread does.
         (It used to wait until the next run began, up to 20 ms: the whole of any file creation,
@@ -496,10 +496,6 @@ cdef class Dispatcher:
         if nap_ns < 0 or max_idle_ns < 0:
             raise ValueError("nap times must be >= 0")
         self._nap_ns, self._nap_max_ns = nap_ns, (max_idle_ns if nap_ns > 0 else 0)
-
-    def end_gil_request(self):
-        if self._gil_req != NULL:
-            rmq_publish_i64(self._gil_req, 0)
 
     def nap(self, double seconds, int wake_fd=-1):
         """Sleep without the GIL (the reput thread between runs) for ``seconds``, or until
@@ -613,8 +609,6 @@ cdef class Dispatcher:
         s_mono, s_floor, s_interval, s_last_t = seg[5], seg[6], seg[7], seg[8]
         gr = self._gil_req if lp != NULL else NULL
         with nogil:
-            if gr != NULL:
-                rmq_publish_i64(gr, 0)  # in nogil code: writers need not hand the GIL over
             while stop == 0:
                 if at >= limit:
                     if lp != NULL:  # follow the writer: records completed since the call began

@@ -368,13 +368,12 @@ class Dispatcher:
         self._gil_req: Any = None
         self._wanted: Any = None
         self._nap = (0, 0)
-        self._gil_seq = 0
 
     def set_signals(self, request: Any, wanted: Any) -> None:
         """Share two int64[1] words with the threads around a live run (either may be None):
-        ``request`` with the writers (``Appender.set_gil_request``; a live run writes a new
-        nonzero number there when it ends, 0 once it holds the GIL again and 0 when it starts;
-        ``end_gil_request`` writes 0), and
+        ``request`` with the writers (``Appender.set_gil_request``; the native twin writes a new
+        nonzero number there when a live run or a nap needs the GIL back and 0 once it holds it;
+        this twin never lets the GIL go, so it writes 0), and
         ``wanted``, nonzero while another thread waits to dispatch or for the reput thread to
         stop: a live run that has caught up with the writer naps (``live_nap``) for more, and
         returns instead when it is nonzero; ``nap`` does not sleep then."""
@@ -392,14 +391,10 @@ class Dispatcher:
             raise ValueError("nap times must be >= 0")
         self._nap = (int(nap_ns), int(max_idle_ns) if nap_ns > 0 else 0)
 
-    def end_gil_request(self) -> None:
-        if self._gil_req is not None:
-            self._gil_req[0] = 0
-
     def nap(self, seconds: float, wake_fd: int = -1) -> None:
         """Sleep (the reput thread between runs) for ``seconds``, or until ``wake_fd`` (the read
-        end of a pipe; -1: none) is readable, or not at all while ``wanted`` is set; then ask the
-        writers for the GIL."""
+        end of a pipe; -1: none) is readable, or not at all while ``wanted`` is set; it ends with
+        no GIL request out (see ``set_signals``)."""
         if not seconds >= 0:
             raise ValueError(f"nap of {seconds} s")
         if self._wanted is None or self._wanted[0] == 0:
@@ -407,9 +402,7 @@ class Dispatcher:
                 select.select([wake_fd], [], [], min(seconds, 1e9))
             else:
                 time.sleep(min(seconds, 1e9))
-        if self._gil_req is not None:  # ask the writers for the GIL, and (holding it) say so
-            self._gil_seq += 1
-            self._gil_req[0] = self._gil_seq
+        if self._gil_req is not None:  # holding the GIL: no request out
             self._gil_req[0] = 0
 
     def bind_queue(self, topic: bytes, queue_id: int, buffer: Any, file_from: int, wrote: int,
@@ -477,8 +470,6 @@ class Dispatcher:
         seg_cap = seg_out.shape[1]
         gr = self._gil_req if live is not None else None
         idle = 0
-        if gr is not None:
-            gr[0] = 0
         while stop == STOP_NONE:
             if at >= limit:
                 if live is not None:  # follow the writer: records completed since the call began
@@ -575,9 +566,7 @@ class Dispatcher:
             if st != ST_MSG and not (st == ST_END and live is not None and at >= limit):
                 break
         seg[:9] = [s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t]
-        if gr is not None:  # the run ends: ask the writers for the GIL; 0 once it is held (this
-            self._gil_seq += 1  # twin never lets it go)
-            gr[0] = self._gil_seq
+        if gr is not None:  # the run ends holding the GIL: no request out
             gr[0] = 0
         if stop == STOP_NONE and st == ST_MSG and at >= limit:
             st = ST_END
