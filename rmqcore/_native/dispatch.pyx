@@ -276,12 +276,41 @@ cdef struct cq_slot:
     int touched
 
 
-cdef inline uint64_t _slot_hash(const unsigned char *t, int64_t n, int64_t qid) noexcept nogil:
-    cdef uint64_t h = 1469598103934665603ULL ^ <uint64_t>qid
-    cdef int64_t i
-    for i in range(n):
-        h = (h ^ t[i]) * 1099511628211ULL
-    return h ^ (h >> 29)
+cdef extern from *:
+    """
+    #include <string.h>
+    /* the first 8 and last 8 bytes of t[0, n) as words (zero-padded when n < 8): O(1) per topic */
+    static inline uint64_t rmq_slot_hash(const unsigned char *t, int64_t n, int64_t qid) {
+        uint64_t a = 0, b = 0, h;
+        if (n >= 8) {
+            memcpy(&a, t, 8);
+            memcpy(&b, t + n - 8, 8);
+        } else if (n > 0) {
+            memcpy(&a, t, (size_t)n);
+        }
+        h = (a ^ ((uint64_t)n << 56)) * 0x9E3779B97F4A7C15ULL;
+        h = (h ^ (h >> 31) ^ b) * 0xBF58476D1CE4E5B9ULL;
+        h ^= (uint64_t)qid * 0x94D049BB133111EBULL;
+        return h ^ (h >> 29);
+    }
+    /* a[0, n) == b[0, n) for short n, inline (a libc call costs more than the compare) */
+    static inline int rmq_same_topic(const unsigned char *a, const unsigned char *b, int64_t n) {
+        uint64_t x, y;
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&x, a + i, 8);
+            memcpy(&y, b + i, 8);
+            if (x != y)
+                return 0;
+        }
+        for (; i < n; i++)
+            if (a[i] != b[i])
+                return 0;
+        return 1;
+    }
+    """
+    uint64_t _slot_hash "rmq_slot_hash"(const unsigned char *t, int64_t n, int64_t qid) noexcept nogil
+    int rmq_same_topic(const unsigned char *a, const unsigned char *b, int64_t n) noexcept nogil
 
 
 cdef class Dispatcher:
@@ -353,7 +382,7 @@ cdef class Dispatcher:
             if s < 0:
                 return -1
             if (self._slots[s].queue_id == qid and self._slots[s].topic_len == n
-                    and (n == 0 or memcmp(self._slots[s].topic, t, <size_t>n) == 0)):
+                    and rmq_same_topic(self._slots[s].topic, t, n)):
                 return s
             h = (h + 1) & mask
 
@@ -583,7 +612,7 @@ cdef class Dispatcher:
         cdef int64_t v
         cdef int64_t cnt, end_pos, nkeys, j, k, k0, kn, rpos, size, phys, sysf, tran, qid, qoff, tags, ts
         cdef int64_t done = 0, at = pos, stop = 0, a = 0, b = 0, c = 0, d = 0, max_ts = -1
-        cdef int64_t s, expected, current, ic
+        cdef int64_t s, expected, current, ic, tlen, last_s = -1, last_qid = -1
         cdef int st = 0, full
         cdef const unsigned char *base = bp
         cdef int64_t *cols = self._cols
@@ -653,7 +682,14 @@ cdef class Dispatcher:
                     # consume queue: NOT_TYPE and COMMIT records get a unit
                     if tran == 0 or tran == 0x8:
                         qid = cols[RMQ_C_QUEUE_ID * CHUNK + j]
-                        s = self._find(base + cols[RMQ_C_TOPIC_POS * CHUNK + j], cols[RMQ_C_TOPIC_LEN * CHUNK + j], qid)
+                        tlen = cols[RMQ_C_TOPIC_LEN * CHUNK + j]
+                        # a run of records to one queue (a batch) finds its slot once
+                        if (last_s >= 0 and qid == last_qid and tlen == self._slots[last_s].topic_len
+                                and rmq_same_topic(base + cols[RMQ_C_TOPIC_POS * CHUNK + j], self._slots[last_s].topic, tlen)):
+                            s = last_s
+                        else:
+                            s = self._find(base + cols[RMQ_C_TOPIC_POS * CHUNK + j], tlen, qid)
+                            last_s, last_qid = s, qid
                         if s < 0 or not self._slots[s].bound:
                             stop, a, b, c = 1, cols[RMQ_C_TOPIC_POS * CHUNK + j], cols[RMQ_C_TOPIC_LEN * CHUNK + j], qid
                             d = cols[RMQ_C_QUEUE_OFFSET * CHUNK + j]
