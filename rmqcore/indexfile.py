@@ -35,6 +35,7 @@ the deletion (only the oldest files are deleted while the store runs).
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import mmap
 import os
 import struct
@@ -47,9 +48,9 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
-from . import _impl
+from . import _impl, fileops
 from . import layout as L
-from .errors import ConfigError, CorruptionError, IndexCorruptError, StoreClosedError
+from .errors import ConfigError, CorruptionError, DiskFullError, IndexCorruptError, StoreClosedError
 
 __all__ = [
     "INDEX_DIR",
@@ -154,13 +155,18 @@ class IndexFile:
         #: chain-walk bound: a sound chain reads each of the <= N - 1 entries at most once
         self.max_steps = max_entries
         self._dirty = False
-        flags = os.O_RDONLY if self.read_only else os.O_RDWR
         if create:
-            flags |= os.O_CREAT | os.O_EXCL
-        fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+            # allocated, not sparse (see fileops): on a full disk the first touch of an unallocated
+            # entry page would be a SIGBUS that kills the process; here it is a DiskFullError
+            try:
+                fd = fileops.current().create(self.path, self.file_size)
+            except OSError as e:
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise DiskFullError(f"no space for {self.path} ({self.file_size} bytes): {e.strerror}") from None
+                raise
+        else:
+            fd = os.open(self.path, (os.O_RDONLY if self.read_only else os.O_RDWR) | getattr(os, "O_CLOEXEC", 0))
         try:
-            if create:
-                os.ftruncate(fd, self.file_size)
             size = os.fstat(fd).st_size
             if size != self.file_size:
                 raise ConfigError(

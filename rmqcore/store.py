@@ -680,12 +680,20 @@ class MessageStore:
                 self._last_dispatched_ts = max_ts
             n_total += done
             nxt = base + at
+            if stop == k.STOP_QUEUE or stop == k.STOP_INDEX:
+                # what the run wrote stays done if the binding below fails (DiskFullError creating
+                # a file): a retry starts after it, and re-putting the keys of the last indexed
+                # record would add them to the index twice
+                if nxt > self.reput_from_offset:
+                    self.reput_from_offset = nxt
+                    self._reput_pub[0] = nxt
+                if stop == k.STOP_INDEX:
+                    first_key = a
+                    self._index_resume = (nxt, a)
             if stop == k.STOP_QUEUE:
                 self._bind_queue(bytes(mf.mm[a : a + b]), c, d)
             elif stop == k.STOP_INDEX:
                 self._bind_index()
-                first_key = a
-                self._index_resume = (base + at, a)
             elif stop == k.STOP_SPECIAL:
                 nxt = self._dispatch_one(mf, at)
                 n_total += 1
@@ -815,13 +823,26 @@ class MessageStore:
         for themselves wait on the same lock), sleeping 1 ms (up to 16 ms while idle) when there
         is nothing to do."""
         idle = 0.001
+        backoff = 0.01
         wake_r = self._wake[0] if self._wake is not None else -1
         try:
             while not self._stop.is_set():
-                if self.reput_from_offset >= self.commitlog.max_offset:  # nothing new: no dispatch call
-                    done = 0
-                else:
-                    done = self._dispatch(self.reput_from_offset + _REPUT_STEP, True)
+                try:
+                    if self.reput_from_offset >= self.commitlog.max_offset:  # nothing new: no dispatch call
+                        done = 0
+                    else:
+                        done = self._dispatch(self.reput_from_offset + _REPUT_STEP, True)
+                except DiskFullError as e:
+                    # no space for a new consume-queue or index file: what was dispatched stays so;
+                    # wait_dispatched raises this meanwhile, and dispatch goes on once space is back
+                    self._reput_error = e
+                    if self._stop.wait(backoff):
+                        return
+                    backoff = min(backoff * 2, 1.0)
+                    continue
+                if self._reput_error is not None:  # a DiskFullError: space came back
+                    self._reput_error = None
+                    backoff = 0.01
                 if done == 0:
                     if self._stop.is_set():
                         return

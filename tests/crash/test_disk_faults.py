@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import random
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,88 @@ def test_enospc_on_roll_is_a_clear_error_and_the_store_recovers(tmp_path: Path, 
     with MessageStore(tmp_path, impl=impl.name) as s:
         assert s.max_offset("T", 0) == n_before + 1
         assert [m.body[:5] for m in s.iter_queue("T", 0)][-2:] == [b"m%04d" % (n_before - 1), b"after"]
+
+
+class FullFor(fileops.FileOps):
+    """A disk that is full for new files whose path contains ``part`` while ``full`` is set."""
+
+    def __init__(self, part: str) -> None:
+        self.part = part
+        self.full = False
+        self.refused = 0
+
+    def create(self, path: str, size: int) -> int:
+        if self.full and self.part in path:
+            self.refused += 1
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        return super().create(path, size)
+
+
+INDEX_GEOM = dict(commitlog_file_size=1 << 20, cq_file_size=20 * 1000, index_slots=17, index_entries=100)
+
+
+def _index_files(store_dir: Path) -> list[str]:
+    return sorted(p.name for p in (store_dir / "index").iterdir())
+
+
+def _check_every_key_once(s: MessageStore, n: int) -> None:
+    for i in range(n):
+        got = s.query_by_key("T", f"k{i}", raw=True)  # raw: a key indexed twice would show twice
+        assert [m.body for m in got] == [b"m%03d" % i], i
+    assert s.max_offset("T", 0) == n
+
+
+@pytest.mark.crash
+def test_enospc_creating_an_index_file_is_a_clear_error_and_dispatch_resumes(tmp_path: Path, impl) -> None:
+    """Index files are allocated through fileops like the other files (a sparse one would SIGBUS
+    on a full disk at the first touch of an entry page); a failed creation keeps what dispatch did."""
+    ops = FullFor(f"{tmp_path.name}/index/")
+    with fileops.use(ops):
+        s = MessageStore(tmp_path, impl=impl.name, dispatch="inline", **INDEX_GEOM)
+        for i in range(60):
+            s.put("T", b"m%03d" % i, 0, keys=f"k{i}")
+        s.dispatch()
+        assert len(_index_files(tmp_path)) == 1
+        ops.full = True
+        for i in range(60, 120):
+            s.put("T", b"m%03d" % i, 0, keys=f"k{i}")
+        with pytest.raises(DiskFullError):
+            s.dispatch()  # the first file holds 99 keys: the 100th needs a second one
+        assert ops.refused == 1 and len(_index_files(tmp_path)) == 1
+        assert 0 < s.dispatch_lag  # stopped at the record whose key did not fit
+        ops.full = False
+        s.dispatch()
+        assert s.dispatch_lag == 0 and len(_index_files(tmp_path)) == 2
+        _check_every_key_once(s, 120)
+        s.close()
+    with MessageStore(tmp_path, impl=impl.name, **INDEX_GEOM) as s:
+        _check_every_key_once(s, 120)
+
+
+@pytest.mark.crash
+def test_the_reput_thread_waits_out_a_full_disk(tmp_path: Path, impl) -> None:
+    ops = FullFor(f"{tmp_path.name}/index/")
+    with fileops.use(ops):
+        s = MessageStore(tmp_path, impl=impl.name, dispatch="background", **INDEX_GEOM)
+        ops.full = True
+        for i in range(120):
+            s.put("T", b"m%03d" % i, 0, keys=f"k{i}")
+        with pytest.raises(DiskFullError):  # no index file can be created: not even the first
+            s.wait_dispatched(timeout=10)
+        assert ops.refused >= 1 and (not (tmp_path / "index").exists() or _index_files(tmp_path) == [])
+        ops.full = False  # space returns: the reput thread goes on by itself (its next retry,
+        deadline = time.monotonic() + 20  # within its 1 s backoff; the error stands until then)
+        while True:
+            try:
+                assert s.wait_dispatched(timeout=20)
+                break
+            except DiskFullError:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        assert s._reput_thread is not None and s._reput_thread.is_alive()
+        assert len(_index_files(tmp_path)) == 2
+        _check_every_key_once(s, 120)
+        s.close()
 
 
 class PowerLoss(fileops.FileOps):
