@@ -87,29 +87,34 @@ def _check_every_key_once(s: MessageStore, n: int) -> None:
 
 
 @pytest.mark.crash
-def test_enospc_creating_an_index_file_is_a_clear_error_and_dispatch_resumes(tmp_path: Path, impl) -> None:
+@pytest.mark.parametrize("kind", ["index", "consumequeue"])
+def test_enospc_creating_a_logic_file_is_a_clear_error_and_dispatch_resumes(tmp_path: Path, impl, kind: str) -> None:
     """Index files are allocated through fileops like the other files (a sparse one would SIGBUS
-    on a full disk at the first touch of an entry page); a failed creation keeps what dispatch did."""
-    ops = FullFor(f"{tmp_path.name}/index/")
+    on a full disk at the first touch of an entry page); a failed creation of the next index or
+    consume-queue file keeps what dispatch did, and dispatch resumes once there is space."""
+    files = tmp_path / "index" if kind == "index" else tmp_path / "consumequeue" / "T" / "0"
+    geom = INDEX_GEOM if kind == "index" else dict(INDEX_GEOM, cq_file_size=20 * 99, index_entries=1000)
+    ops = FullFor(f"{tmp_path.name}/{kind}/")
     with fileops.use(ops):
-        s = MessageStore(tmp_path, impl=impl.name, dispatch="inline", **INDEX_GEOM)
+        s = MessageStore(tmp_path, impl=impl.name, dispatch="inline", **geom)
         for i in range(60):
             s.put("T", b"m%03d" % i, 0, keys=f"k{i}")
         s.dispatch()
-        assert len(_index_files(tmp_path)) == 1
+        assert len(list(files.iterdir())) == 1
         ops.full = True
         for i in range(60, 120):
             s.put("T", b"m%03d" % i, 0, keys=f"k{i}")
         with pytest.raises(DiskFullError):
-            s.dispatch()  # the first file holds 99 keys: the 100th needs a second one
-        assert ops.refused == 1 and len(_index_files(tmp_path)) == 1
-        assert 0 < s.dispatch_lag  # stopped at the record whose key did not fit
+            s.dispatch()  # the first file holds 99 keys (units): the 100th needs a second one
+        assert ops.refused == 1 and len(list(files.iterdir())) == 1
+        assert 0 < s.dispatch_lag  # stopped at the record that did not fit
         ops.full = False
         s.dispatch()
-        assert s.dispatch_lag == 0 and len(_index_files(tmp_path)) == 2
+        assert s.dispatch_lag == 0 and len(list(files.iterdir())) == 2
         _check_every_key_once(s, 120)
+        assert [m.body for m in s.iter_queue("T", 0)] == [b"m%03d" % i for i in range(120)]
         s.close()
-    with MessageStore(tmp_path, impl=impl.name, **INDEX_GEOM) as s:
+    with MessageStore(tmp_path, impl=impl.name, **geom) as s:
         _check_every_key_once(s, 120)
 
 
