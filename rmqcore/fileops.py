@@ -30,12 +30,7 @@ class FileOps:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
             os.ftruncate(fd, size)
-            if hasattr(os, "posix_fallocate"):
-                try:
-                    os.posix_fallocate(fd, 0, size)
-                except OSError as e:
-                    if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOTSUP", -1)):
-                        raise
+            self.allocate(fd, 0, size)
         except BaseException:
             os.close(fd)
             try:
@@ -44,6 +39,16 @@ class FileOps:
                 pass
             raise
         return fd
+
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        """Allocate the blocks of ``[offset, offset + length)`` of ``fd`` (posix_fallocate; a file
+        system without it leaves the range as it is). Raises OSError (ENOSPC) on a full disk."""
+        if length > 0 and hasattr(os, "posix_fallocate"):
+            try:
+                os.posix_fallocate(fd, offset, length)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOTSUP", -1)):
+                    raise
 
     def fdatasync(self, fd: int, mapped: Any) -> None:
         """Make the file's written data durable (also pages dirtied through its map).

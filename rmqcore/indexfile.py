@@ -51,6 +51,7 @@ from typing import Any
 from . import _impl, fileops
 from . import layout as L
 from .errors import ConfigError, CorruptionError, DiskFullError, IndexCorruptError, StoreClosedError
+from .mappedfile import allocate
 
 __all__ = [
     "INDEX_DIR",
@@ -173,6 +174,8 @@ class IndexFile:
                     f"{self.path}: length {size} does not match the index geometry ({slot_count} slots, "
                     f"{max_entries} entries = {self.file_size} bytes)"
                 )
+            if not create and not self.read_only:  # RocketMQ's index files are sparse (see MappedFile)
+                allocate(fd, self.path, self.file_size)
             self._mm = mmap.mmap(
                 fd, self.file_size, access=mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
             )

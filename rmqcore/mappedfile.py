@@ -34,6 +34,16 @@ _MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 _PREFAULT_CHUNK = 4 * 1024 * 1024
 
 
+def allocate(fd: int, path: str, size: int) -> None:
+    """``fileops.allocate`` of the whole file; a full disk is a DiskFullError."""
+    try:
+        fileops.current().allocate(fd, 0, size)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFullError(f"no space to allocate {path} ({size} bytes): {e.strerror}") from None
+        raise
+
+
 class MappedFile:
     """One fixed-size file mapped into memory."""
 
@@ -63,6 +73,11 @@ class MappedFile:
                     f"{self.path}: length {size} does not match the configured file size {file_size} "
                     "(pass the store's real geometry, or move the stray file away)"
                 )
+            if not create and not read_only:
+                # RocketMQ leaves its files sparse (FileChannel.map extends them): allocate before
+                # appending through the map, or a full disk is a SIGBUS (see fileops); a no-op for
+                # files rmqcore created
+                allocate(fd, self.path, file_size)
             self.mm = mmap.mmap(
                 fd, file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
             )

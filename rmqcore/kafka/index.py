@@ -28,6 +28,7 @@ Thread safety: every method takes the index's lock, so lookups never race a rema
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -35,8 +36,10 @@ import threading
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rmqcore import fileops
 from rmqcore.errors import (
     ConfigError,
+    DiskFullError,
     IndexCorruptError,
     OffsetOutOfRangeError,
     RmqError,
@@ -140,7 +143,15 @@ class AbstractIndex:
                 raise ConfigError(f"Invalid max index size: {self.max_index_size}")
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             if newly_created:
-                os.ftruncate(self._fd, self.max_index_size - self.max_index_size % es)
+                size = self.max_index_size - self.max_index_size % es
+                try:
+                    os.ftruncate(self._fd, size)
+                    self._allocate(0, size)
+                except BaseException:
+                    os.close(self._fd)
+                    self._fd = -1
+                    self.path.unlink(missing_ok=True)
+                    raise
         else:
             newly_created = False
             try:
@@ -159,6 +170,16 @@ class AbstractIndex:
             return
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
         self._mmap = mmap.mmap(self._fd, self._length, access=access)
+
+    def _allocate(self, offset: int, length: int) -> None:
+        """Allocate a range the map will write (Kafka leaves it sparse: on a full disk the first
+        write to an unallocated page through the map would be a SIGBUS that kills the process)."""
+        try:
+            fileops.current().allocate(self._fd, offset, length)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError(f"no space for {self.path} ({offset + length} bytes): {e.strerror}") from None
+            raise
 
     def _unmap(self) -> None:
         if self._mmap is not None:
@@ -237,6 +258,13 @@ class AbstractIndex:
                 )
             self._unmap()
             os.ftruncate(self._fd, rounded)
+            if rounded > self._length:
+                try:
+                    self._allocate(self._length, rounded - self._length)
+                except BaseException:
+                    os.ftruncate(self._fd, self._length)
+                    self._map()
+                    raise
             self._length = rounded
             self._max_entries = rounded // self.ENTRY_SIZE
             self._map()

@@ -144,6 +144,51 @@ def test_the_reput_thread_waits_out_a_full_disk(tmp_path: Path, impl) -> None:
         s.close()
 
 
+class NoAllocate(fileops.FileOps):
+    """A full disk for allocations (file creation included)."""
+
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _make_sparse(path: Path, keep: int) -> None:
+    """Rewrite ``path`` as RocketMQ leaves its files: its first ``keep`` bytes, the rest a hole."""
+    data, size = path.read_bytes()[:keep], path.stat().st_size
+    path.unlink()
+    with open(path, "wb") as f:
+        f.write(data)
+        f.truncate(size)
+    assert path.stat().st_blocks * 512 < size
+
+
+@pytest.mark.crash
+def test_a_sparse_file_is_allocated_before_appending_through_its_map(tmp_path: Path, impl) -> None:
+    """RocketMQ's own files are sparse (FileChannel.map extends them). Appending through the map
+    into a hole on a full disk would be a SIGBUS; opening writable allocates first, so a full disk
+    is a DiskFullError at open, and the read-only open still works."""
+    geom = dict(commitlog_file_size=64 * 1024, cq_file_size=20 * 1000, index_slots=17, index_entries=1000)
+    with MessageStore(tmp_path, impl=impl.name, **geom) as s:
+        for i in range(50):
+            s.put("T", b"m%03d" % i, 0, keys=f"k{i}")
+        end = s.commitlog.max_offset
+    cl = tmp_path / "commitlog" / "00000000000000000000"
+    cq = tmp_path / "consumequeue" / "T" / "0" / "00000000000000000000"
+    index = next((tmp_path / "index").iterdir())
+    for path, keep in ((cl, end), (cq, 50 * 20), (index, 40 + 17 * 4 + 51 * 20)):
+        _make_sparse(path, keep)
+    with fileops.use(NoAllocate()):
+        with pytest.raises(DiskFullError):
+            MessageStore(tmp_path, impl=impl.name, **geom)
+        with MessageStore(tmp_path, impl=impl.name, read_only=True, **geom) as ro:
+            assert [m.body for m in ro.iter_queue("T", 0)] == [b"m%03d" % i for i in range(50)]
+    with MessageStore(tmp_path, impl=impl.name, **geom) as s:
+        for path in (cl, cq, index):
+            assert path.stat().st_blocks * 512 >= path.stat().st_size, path
+        s.put("T", b"m050", 0, keys="k50")
+        assert [m.body for m in s.query_by_key("T", "k50")] == [b"m050"]
+        assert s.max_offset("T", 0) == 51
+
+
 class PowerLoss(fileops.FileOps):
     """Remembers, per file, its content as of its last fdatasync; ``image`` builds the directory a
     power loss would leave: segment files as last flushed (never-flushed ones all zeros)."""

@@ -3,6 +3,7 @@ oracle's after-state; the index and segment operations behave as Kafka's."""
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from pathlib import Path
@@ -10,9 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from rmqcore import fileops
 from rmqcore.errors import (
     ConfigError,
     CorruptionError,
+    DiskFullError,
     IndexCorruptError,
     InvalidMessageError,
     OffsetOutOfRangeError,
@@ -387,6 +390,44 @@ def test_new_index_is_preallocated_and_reopen_counts_every_slot(
     assert reopened.last_entry == (5000, 20)
     reopened.sanity_check()
     reopened.close()
+
+
+class _FullDisk(fileops.FileOps):
+    def __init__(self) -> None:
+        self.full = False
+
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        super().allocate(fd, offset, length)
+
+
+def test_index_space_is_allocated_and_a_full_disk_is_a_clear_error(kimpl: SimpleNamespace, tmp_path: Path) -> None:
+    """Kafka leaves a new index sparse; written through a map, an unallocated page on a full disk
+    is a SIGBUS that kills the process. rmqcore allocates what the map will write, and a full disk
+    is a DiskFullError that leaves no file and keeps an open index as it was."""
+    p = tmp_path / "00000000000000000100.index"
+    ops = _FullDisk()
+    with fileops.use(ops):
+        oi = OffsetIndex(p, 100, 64 * 1024, impl=kimpl.name)
+        assert os.stat(p).st_blocks * 512 >= 64 * 1024  # allocated, not sparse
+        for i in range(10):
+            oi.append(100 + i * 3, i * 50)
+        oi.trim_to_valid_size()
+        assert oi.length == 80
+        ops.full = True
+        with pytest.raises(DiskFullError):
+            OffsetIndex(tmp_path / "00000000000000000200.index", 200, 1024, impl=kimpl.name)
+        assert not (tmp_path / "00000000000000000200.index").exists()
+        with pytest.raises(DiskFullError):
+            oi.resize(64 * 1024)  # growing the active index again (a reopened active segment)
+        assert (oi.length, oi.entries, os.path.getsize(p)) == (80, 10, 80)
+        assert oi.lookup(110) == (109, 150)
+        ops.full = False
+        assert oi.resize(64 * 1024) and oi.length == 64 * 1024
+        oi.append(200, 600)
+        assert oi.lookup(250) == (200, 600)
+        oi.close()
 
 
 def test_zero_tail_time_index_is_corrupt(kimpl: SimpleNamespace, tmp_path: Path) -> None:
