@@ -176,9 +176,14 @@ def test_a_sparse_file_is_allocated_before_appending_through_its_map(tmp_path: P
     index = next((tmp_path / "index").iterdir())
     for path, keep in ((cl, end), (cq, 50 * 20), (index, 40 + 17 * 4 + 51 * 20)):
         _make_sparse(path, keep)
+    def files() -> dict[str, bytes]:
+        return {str(p.relative_to(tmp_path)): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+
+    before = files()
     with fileops.use(NoAllocate()):
         with pytest.raises(DiskFullError):
             MessageStore(tmp_path, impl=impl.name, **geom)
+        assert files() == before  # the refused open changed nothing
         with MessageStore(tmp_path, impl=impl.name, read_only=True, **geom) as ro:
             assert [m.body for m in ro.iter_queue("T", 0)] == [b"m%03d" % i for i in range(50)]
     with MessageStore(tmp_path, impl=impl.name, **geom) as s:
