@@ -26,6 +26,7 @@ Thread safety: one writer; lookups may run concurrently with each other.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import threading
@@ -38,6 +39,7 @@ from typing import Any, NamedTuple
 from rmqcore.errors import (
     ConfigError,
     CorruptionError,
+    DiskFullError,
     IndexCorruptError,
     OffsetOutOfRangeError,
     StoreClosedError,
@@ -194,6 +196,7 @@ class FileRecords:
             if not file_already_exists and preallocate:
                 os.ftruncate(self._fd, init_file_size)
                 self._size = 0
+                self._prealloc = init_file_size
             else:
                 self._size = os.fstat(self._fd).st_size
         else:
@@ -201,6 +204,8 @@ class FileRecords:
             self._size = os.fstat(self._fd).st_size
         self._map: mmap.mmap | None = None
         self._closed = False
+
+    _prealloc = 0  # the zero-filled length preallocate gave the file (Kafka's FileRecords)
 
     @property
     def size(self) -> int:
@@ -231,10 +236,28 @@ class FileRecords:
             n = len(data)
             written = 0
             mv = memoryview(data)
-            while written < n:
-                written += os.pwrite(self._fd, mv[written:], self._size + written)
+            try:
+                while written < n:
+                    written += os.pwrite(self._fd, mv[written:], self._size + written)
+            except OSError as e:
+                if written:
+                    self._undo_partial(self._size + written)
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise DiskFullError(
+                        f"no space to append {n} bytes to {self.path} at {self._size}: {e.strerror}"
+                    ) from None
+                raise
             self._size += n
             return n
+
+    def _undo_partial(self, end: int) -> None:
+        """Put back the file as it was before an append that wrote up to ``end`` and failed: cut
+        what grew it, zero what it wrote into the preallocated length."""
+        keep = max(self._size, self._prealloc)
+        if end > keep:
+            os.ftruncate(self._fd, keep)
+        if min(end, keep) > self._size:
+            os.pwrite(self._fd, bytes(min(end, keep) - self._size), self._size)
 
     def truncate_to(self, target_size: int) -> int:
         """Kafka ``FileRecords.truncateTo``: shrink to ``target_size``; returns bytes removed.

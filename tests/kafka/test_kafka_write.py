@@ -8,6 +8,7 @@ import os
 import struct
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -428,6 +429,42 @@ def test_index_space_is_allocated_and_a_full_disk_is_a_clear_error(kimpl: Simple
         oi.append(200, 600)
         assert oi.lookup(250) == (200, 600)
         oi.close()
+
+
+@pytest.mark.parametrize("preallocate", [False, True])
+def test_an_append_cut_short_by_a_full_disk_leaves_the_log_as_it_was(
+    kimpl: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preallocate: bool
+) -> None:
+    """pwrite may write part of a batch and then fail with ENOSPC: the error is a DiskFullError,
+    the bytes it wrote are taken back (cut, or zeroed inside the preallocated length), and the
+    segment appends and reads on once there is space."""
+    cfg = SegmentConfig(index_interval_bytes=1, preallocate=preallocate, init_file_size=1 << 16)
+    seg = LogSegment.open(tmp_path, 0, cfg, impl=kimpl.name)
+    first = encode_batch([Record(0, 1000, b"k0", b"v" * 100)], base_offset=0, impl=kimpl.name)
+    second = encode_batch([Record(1, 1001, b"k1", b"w" * 300)], base_offset=1, impl=kimpl.name)
+    seg.append(first)
+    log_path = tmp_path / "00000000000000000000.log"
+    before = log_path.read_bytes()
+    real_pwrite, calls = os.pwrite, []
+
+    def short_then_full(fd: int, data: Any, offset: int) -> int:
+        calls.append(offset)
+        if len(calls) == 1:
+            return real_pwrite(fd, bytes(data)[:100], offset)  # a short write...
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")  # ...then the disk is full
+        return real_pwrite(fd, data, offset)  # (zeroing blocks that are allocated by now)
+
+    monkeypatch.setattr(os, "pwrite", short_then_full)
+    with pytest.raises(DiskFullError):
+        seg.append(second)
+    monkeypatch.undo()
+    assert calls[:2] == [len(first), len(first) + 100]
+    assert log_path.read_bytes() == before and seg.log.size == len(first)
+    seg.append(second)
+    assert [r.key for b in seg.batches() for r in b.records()] == [b"k0", b"k1"]
+    seg.close()
+    assert log_path.read_bytes()[: len(first) + len(second)] == first + second
 
 
 def test_zero_tail_time_index_is_corrupt(kimpl: SimpleNamespace, tmp_path: Path) -> None:
