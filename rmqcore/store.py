@@ -1268,8 +1268,20 @@ class MessageStore:
         if "@" in topic or "@" in group:
             raise InvalidMessageError("topic and group may not contain '@'")
         queue_id, offset = int_arg(queue_id, "queue_id"), int_arg(offset, "offset")
-        self._offsets.setdefault(f"{topic}@{group}", {})[queue_id] = offset
-        self._persist_consumer_offsets()
+        key = f"{topic}@{group}"
+        queues = self._offsets.get(key)
+        before = None if queues is None else queues.get(queue_id)
+        self._offsets.setdefault(key, {})[queue_id] = offset
+        try:
+            self._persist_consumer_offsets()
+        except BaseException:  # not committed (DiskFullError...): fetch_offset keeps the old answer
+            if before is not None:
+                self._offsets[key][queue_id] = before
+            elif queues is None:
+                del self._offsets[key]
+            else:
+                del queues[queue_id]
+            raise
 
     def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset of ``group`` on a queue, -1 when none (queryOffset)."""

@@ -1,7 +1,9 @@
 """MessageStore behaviour beyond the goldens: views, concurrency, dispatch modes, config files."""
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rmqcore.configfiles import loads_fastjson
-from rmqcore.errors import ConfigError, StoreClosedError
+from rmqcore.errors import ConfigError, DiskFullError, StoreClosedError
 from rmqcore.store import GetStatus, MessageStore
 
 GEOM = dict(commitlog_file_size=64 * 1024, cq_file_size=200, index_slots=50, index_entries=200)
@@ -107,6 +109,30 @@ def test_consumer_offsets_file_is_what_a_broker_reads_with_bak_fallback(tmp_path
         assert s.topics()["TopicA"] == 4
     topics = loads_fastjson((tmp_path / "config" / "topics.json").read_text())
     assert topics["topicConfigTable"]["TopicA"]["writeQueueNums"] == 4
+
+
+def test_a_commit_the_disk_cannot_hold_changes_nothing(tmp_path: Path, impl, monkeypatch: pytest.MonkeyPatch) -> None:
+    """fsync can fail with ENOSPC (delayed allocation): the commit is a DiskFullError, the offsets
+    file, its .bak and fetch_offset keep the previous state, and no half-written .tmp is left."""
+    config = tmp_path / "config"
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        s.commit_offset("grp", "TopicA", 1, 5)
+        s.commit_offset("grp", "TopicA", 1, 7)
+        before = {p.name: p.read_bytes() for p in config.iterdir()}
+
+        def full(fd: int) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "fsync", full)
+        for group, queue_id in (("grp", 1), ("grp", 0), ("other", 1)):  # a change, a new queue, a new group
+            with pytest.raises(DiskFullError):
+                s.commit_offset(group, "TopicA", queue_id, 9)
+        assert {p.name: p.read_bytes() for p in config.iterdir()} == before
+        assert [s.fetch_offset(g, "TopicA", q) for g, q in (("grp", 1), ("grp", 0), ("other", 1))] == [7, -1, -1]
+        monkeypatch.undo()
+        s.commit_offset("grp", "TopicA", 0, 2)
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        assert [s.fetch_offset(g, "TopicA", q) for g, q in (("grp", 1), ("grp", 0), ("other", 1))] == [7, 2, -1]
 
 
 def test_geometry_is_persisted_and_enforced(tmp_path: Path, impl) -> None:
