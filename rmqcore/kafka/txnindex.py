@@ -11,13 +11,14 @@ ABORT marker. Reads scan linearly.
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import threading
 from pathlib import Path
 from typing import NamedTuple
 
-from rmqcore.errors import IndexCorruptError
+from rmqcore.errors import DiskFullError, IndexCorruptError
 
 from .index import InvalidOffsetError
 
@@ -108,8 +109,22 @@ class TransactionIndex:
                     f"{txn.last_offset} is not greater than current last offset {self._last_offset} "
                     f"of index {self.path}"
                 )
-            with open(self.path, "ab") as f:
-                f.write(txn.encode())
+            data = txn.encode()
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                start = os.fstat(fd).st_size
+                written = 0
+                try:
+                    while written < len(data):
+                        written += os.write(fd, data[written:])
+                except OSError as e:  # no partial entry is left (it would read as a corrupt index)
+                    if written:
+                        os.ftruncate(fd, start)
+                    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                        raise DiskFullError(f"no space to append to {self.path}: {e.strerror}") from None
+                    raise
+            finally:
+                os.close(fd)
             self._last_offset = txn.last_offset
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:

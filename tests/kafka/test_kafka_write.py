@@ -626,6 +626,29 @@ def test_log_append_rolls_and_looks_up_across_segments(kimpl: SimpleNamespace, t
         assert {s: (d / f"{base:020d}{s}").read_bytes() for s in files} == files
 
 
+def test_txn_index_append_on_a_full_disk_leaves_no_partial_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = TransactionIndex(tmp_path / "0.txnindex", 0)
+    t.append(AbortedTxn(1, 5, 9, 5))
+    before = (tmp_path / "0.txnindex").read_bytes()
+    real_write, calls = os.write, []
+
+    def short_then_full(fd: int, data: Any) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data)[:10])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", short_then_full)
+    with pytest.raises(DiskFullError):
+        t.append(AbortedTxn(2, 7, 12, 7))
+    monkeypatch.undo()
+    assert calls == [len(before), len(before) - 10]
+    assert (tmp_path / "0.txnindex").read_bytes() == before
+    assert t.all_aborted_txns() == [AbortedTxn(1, 5, 9, 5)]
+    t.append(AbortedTxn(2, 7, 12, 7))  # the same entry goes in once there is space
+    assert t.all_aborted_txns() == [AbortedTxn(1, 5, 9, 5), AbortedTxn(2, 7, 12, 7)]
+
+
 def test_txn_index_roundtrip(tmp_path: Path) -> None:
     t = TransactionIndex(tmp_path / "0.txnindex", 0)
     assert t.all_aborted_txns() == []
