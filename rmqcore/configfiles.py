@@ -7,14 +7,13 @@ file is missing, empty or unparsable (ConfigManager.load / loadBak).
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from .errors import DiskFullError
+from .errors import full_disk_is_error
 
 __all__ = ["loads_fastjson", "dumps_fastjson", "persist", "load_with_bak"]
 
@@ -84,16 +83,15 @@ def persist(path: Path, text: str) -> None:
     """Write ``text`` durably, keeping the previous file as ``.bak``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as e:  # the file and its .bak stay as they were; no half-written .tmp is left
-        tmp.unlink(missing_ok=True)
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFullError(f"no space to write {path}: {e.strerror}") from None
-        raise
+    with full_disk_is_error(str(path)):
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:  # the file and its .bak stay as they were; no half-written .tmp is left
+            tmp.unlink(missing_ok=True)
+            raise
     if path.exists():
         os.replace(path, path.with_name(path.name + ".bak"))
     os.replace(tmp, path)

@@ -6,6 +6,9 @@ for offsets out of range). Native and pure kernels raise identical classes.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
@@ -134,6 +137,18 @@ class IndexCorruptError(CorruptionError):
 class DiskFullError(RmqError, OSError):
     """No disk space for a new file (or the disk is past the full threshold): nothing was written;
     the store stays consistent and accepts writes again once space returns."""
+
+
+@contextlib.contextmanager
+def full_disk_is_error(what: str) -> Iterator[None]:
+    """Inside the block, an OSError of a full disk (ENOSPC, EDQUOT) becomes ``DiskFullError("no
+    space for <what>: ...")``; other errors pass unchanged."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT) and not isinstance(e, DiskFullError):
+            raise DiskFullError(f"no space for {what}: {e.strerror}") from None
+        raise
 
 
 class FlushDiskTimeoutError(RmqError):

@@ -35,7 +35,6 @@ the deletion (only the oldest files are deleted while the store runs).
 from __future__ import annotations
 
 import datetime as _dt
-import errno
 import mmap
 import os
 import struct
@@ -50,7 +49,7 @@ from typing import Any
 
 from . import _impl, fileops
 from . import layout as L
-from .errors import ConfigError, CorruptionError, DiskFullError, IndexCorruptError, StoreClosedError
+from .errors import ConfigError, CorruptionError, IndexCorruptError, StoreClosedError, full_disk_is_error
 from .mappedfile import allocate
 
 __all__ = [
@@ -159,12 +158,8 @@ class IndexFile:
         if create:
             # allocated, not sparse (see fileops): on a full disk the first touch of an unallocated
             # entry page would be a SIGBUS that kills the process; here it is a DiskFullError
-            try:
+            with full_disk_is_error(f"{self.path} ({self.file_size} bytes)"):
                 fd = fileops.current().create(self.path, self.file_size)
-            except OSError as e:
-                if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                    raise DiskFullError(f"no space for {self.path} ({self.file_size} bytes): {e.strerror}") from None
-                raise
         else:
             fd = os.open(self.path, (os.O_RDONLY if self.read_only else os.O_RDWR) | getattr(os, "O_CLOEXEC", 0))
         try:

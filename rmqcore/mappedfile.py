@@ -17,7 +17,6 @@ zero-copy view is exported, so a map is never unmapped under a reader.
 """
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import threading
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from . import fileops
 from . import layout as L
-from .errors import ConfigError, DiskFullError, OffsetOutOfRangeError, RmqError, StoreClosedError
+from .errors import ConfigError, OffsetOutOfRangeError, RmqError, StoreClosedError, full_disk_is_error
 
 __all__ = ["MappedFile", "MappedFileQueue"]
 
@@ -36,12 +35,8 @@ _PREFAULT_CHUNK = 4 * 1024 * 1024
 
 def allocate(fd: int, path: str, size: int) -> None:
     """``fileops.allocate`` of the whole file; a full disk is a DiskFullError."""
-    try:
+    with full_disk_is_error(f"{path} ({size} bytes)"):
         fileops.current().allocate(fd, 0, size)
-    except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFullError(f"no space to allocate {path} ({size} bytes): {e.strerror}") from None
-        raise
 
 
 class MappedFile:
@@ -235,12 +230,8 @@ class MappedFileQueue:
             path.unlink()
         if path.exists():
             return MappedFile(path, start, self.file_size)
-        try:
+        with full_disk_is_error(f"{path} ({self.file_size} bytes)"):
             return MappedFile(path, start, self.file_size, create=True)
-        except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise DiskFullError(f"no space for {path} ({self.file_size} bytes): {e.strerror}") from None
-            raise
 
     def last_for_write(self, start_if_empty: int = 0) -> MappedFile:
         """The file to append to, creating the next one when the last is full (or none exists)."""

@@ -28,7 +28,6 @@ Thread safety: every method takes the index's lock, so lookups never race a rema
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import struct
@@ -39,12 +38,12 @@ from typing import Any, NamedTuple
 from rmqcore import fileops
 from rmqcore.errors import (
     ConfigError,
-    DiskFullError,
     IndexCorruptError,
     OffsetOutOfRangeError,
     RmqError,
     SegmentFullError,
     StoreClosedError,
+    full_disk_is_error,
 )
 
 from ._kernels import kernels
@@ -174,12 +173,8 @@ class AbstractIndex:
     def _allocate(self, offset: int, length: int) -> None:
         """Allocate a range the map will write (Kafka leaves it sparse: on a full disk the first
         write to an unallocated page through the map would be a SIGBUS that kills the process)."""
-        try:
+        with full_disk_is_error(f"{self.path} ({offset + length} bytes)"):
             fileops.current().allocate(self._fd, offset, length)
-        except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise DiskFullError(f"no space for {self.path} ({offset + length} bytes): {e.strerror}") from None
-            raise
 
     def _unmap(self) -> None:
         if self._mmap is not None:

@@ -26,7 +26,6 @@ Thread safety: one writer; lookups may run concurrently with each other.
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import threading
@@ -39,10 +38,10 @@ from typing import Any, NamedTuple
 from rmqcore.errors import (
     ConfigError,
     CorruptionError,
-    DiskFullError,
     IndexCorruptError,
     OffsetOutOfRangeError,
     StoreClosedError,
+    full_disk_is_error,
 )
 
 from ._kernels import Kernels, kernels
@@ -236,17 +235,14 @@ class FileRecords:
             n = len(data)
             written = 0
             mv = memoryview(data)
-            try:
-                while written < n:
-                    written += os.pwrite(self._fd, mv[written:], self._size + written)
-            except OSError as e:
-                if written:
-                    self._undo_partial(self._size + written)
-                if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                    raise DiskFullError(
-                        f"no space to append {n} bytes to {self.path} at {self._size}: {e.strerror}"
-                    ) from None
-                raise
+            with full_disk_is_error(f"{n} bytes appended to {self.path} at {self._size}"):
+                try:
+                    while written < n:
+                        written += os.pwrite(self._fd, mv[written:], self._size + written)
+                except OSError:
+                    if written:
+                        self._undo_partial(self._size + written)
+                    raise
             self._size += n
             return n
 

@@ -11,14 +11,13 @@ ABORT marker. Reads scan linearly.
 
 from __future__ import annotations
 
-import errno
 import os
 import struct
 import threading
 from pathlib import Path
 from typing import NamedTuple
 
-from rmqcore.errors import DiskFullError, IndexCorruptError
+from rmqcore.errors import IndexCorruptError, full_disk_is_error
 
 from .index import InvalidOffsetError
 
@@ -114,15 +113,14 @@ class TransactionIndex:
             try:
                 start = os.fstat(fd).st_size
                 written = 0
-                try:
-                    while written < len(data):
-                        written += os.write(fd, data[written:])
-                except OSError as e:  # no partial entry is left (it would read as a corrupt index)
-                    if written:
-                        os.ftruncate(fd, start)
-                    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                        raise DiskFullError(f"no space to append to {self.path}: {e.strerror}") from None
-                    raise
+                with full_disk_is_error(f"an entry appended to {self.path}"):
+                    try:
+                        while written < len(data):
+                            written += os.write(fd, data[written:])
+                    except OSError:  # no partial entry is left (it would read as a corrupt index)
+                        if written:
+                            os.ftruncate(fd, start)
+                        raise
             finally:
                 os.close(fd)
             self._last_offset = txn.last_offset
