@@ -25,12 +25,13 @@ _fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 class FileOps:
     """Default: real system calls."""
 
-    def create(self, path: str, size: int) -> int:
-        """Create ``path`` with ``size`` allocated bytes; returns an open read-write fd."""
+    def create(self, path: str, size: int, allocate: int | None = None) -> int:
+        """Create ``path`` of ``size`` bytes, the first ``allocate`` of them (all by default)
+        allocated; returns an open read-write fd."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
             os.ftruncate(fd, size)
-            self.allocate(fd, 0, size)
+            self.allocate(fd, 0, size if allocate is None else allocate)
         except BaseException:
             os.close(fd)
             try:

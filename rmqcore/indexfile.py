@@ -64,6 +64,7 @@ __all__ = [
 INDEX_DIR = "index"  # StorePathConfigHelper.getStorePathIndex
 MAX_MSGS_NUM_BATCH = 64  # MessageStoreConfig.maxMsgsNumBatch: queryOffset caps maxNum at this
 HEADER_SIZE = 40  # IndexHeader.INDEX_HEADER_SIZE
+ALLOC_ENTRIES = 1 << 18  # entries an index file is allocated by at a time (5 MiB)
 _ROLLBACK = L.TRANSACTION_ROLLBACK  # sysFlag & 0xC == 0xC: not indexed
 _LONG_MAX = (1 << 63) - 1
 
@@ -135,7 +136,7 @@ class IndexFile:
 
     __slots__ = (
         "path", "name", "slot_count", "max_entries", "file_size", "read_only", "max_steps", "_k", "_hash",
-        "_sync", "_fd", "_mm", "_dirty",
+        "_sync", "_fd", "_mm", "_dirty", "_alloc",
     )  # fmt: skip
 
     def __init__(
@@ -155,11 +156,15 @@ class IndexFile:
         #: chain-walk bound: a sound chain reads each of the <= N - 1 entries at most once
         self.max_steps = max_entries
         self._dirty = False
+        #: entries the allocated part of the file holds (writers stay below; see entry_limit)
+        self._alloc = min(max_entries, ALLOC_ENTRIES)
         if create:
-            # allocated, not sparse (see fileops): on a full disk the first touch of an unallocated
-            # entry page would be a SIGBUS that kills the process; here it is a DiskFullError
+            # allocated as far as it is written, not sparse (see fileops): on a full disk the first
+            # touch of an unallocated entry page would be a SIGBUS that kills the process; here it is
+            # a DiskFullError. The entries are allocated a chunk at a time (entry_limit), so an
+            # index file takes disk space as it fills, as RocketMQ's sparse one does
             with full_disk_is_error(f"{self.path} ({self.file_size} bytes)"):
-                fd = fileops.current().create(self.path, self.file_size)
+                fd = fileops.current().create(self.path, self.file_size, self._entries_end(self._alloc))
         else:
             fd = os.open(self.path, (os.O_RDONLY if self.read_only else os.O_RDWR) | getattr(os, "O_CLOEXEC", 0))
         try:
@@ -170,7 +175,9 @@ class IndexFile:
                     f"{max_entries} entries = {self.file_size} bytes)"
                 )
             if not create and not self.read_only:  # RocketMQ's index files are sparse (see MappedFile)
-                allocate(fd, self.path, self.file_size)
+                count = _COUNT.unpack(os.pread(fd, 4, 36))[0]
+                self._alloc = min(max_entries, max(count, 1) + ALLOC_ENTRIES)
+                allocate(fd, self.path, self._entries_end(self._alloc))
             self._mm = mmap.mmap(
                 fd, self.file_size, access=mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
             )
@@ -268,6 +275,29 @@ class IndexFile:
         b_ts, e_ts, b_phy, e_phy = _TIMES.unpack_from(self._live(), 0)
         return b_ts, e_ts, b_phy, e_phy
 
+    def _entries_end(self, entries: int) -> int:
+        """File bytes up to the end of entry number ``entries - 1``."""
+        return HEADER_SIZE + self.slot_count * 4 + entries * 20
+
+    def entry_limit(self) -> int:
+        """The entry count writers may fill the file to: ``max_entries`` once the file is allocated
+        to its end; until then what is allocated, the next chunk allocated first when the entries
+        reached it (so a writer that passes this as the kernels' max entries never writes into an
+        unallocated page).
+
+        Raises:
+            DiskFullError: no space for the next chunk (nothing was written).
+        """
+        if self._alloc < self.max_entries:
+            count = max(_COUNT.unpack_from(self._live(), 36)[0], 1)
+            if count >= self._alloc:
+                new = min(self.max_entries, count + ALLOC_ENTRIES)
+                start = self._entries_end(self._alloc)
+                with full_disk_is_error(f"{self.path} ({self._entries_end(new)} bytes)"):
+                    fileops.current().allocate(self._fd, start, self._entries_end(new) - start)
+                self._alloc = new
+        return self._alloc
+
     def is_full(self) -> bool:
         """``isWriteFull``: indexCount (<= 0 reads as 1) >= max entries."""
         count: int = _COUNT.unpack_from(self._live(), 36)[0]
@@ -308,9 +338,12 @@ class IndexFile:
             raise ConfigError(f"{self.path} was opened read-only")
         self._dirty = True
         try:
-            k, s, n = self._k, self.slot_count, self.max_entries
-            put = k.index_put(mm, s, n, key_hash, phy_offset, store_timestamp)
-            return bool(put)
+            while True:
+                limit = self.entry_limit()
+                if self._k.index_put(mm, self.slot_count, limit, key_hash, phy_offset, store_timestamp):
+                    return True
+                if limit >= self.max_entries:
+                    return False
         except IndexCorruptError as e:
             raise self._corrupt(e) from None
 
@@ -331,9 +364,14 @@ class IndexFile:
             raise ConfigError(f"{self.path} was opened read-only")
         self._dirty = True
         try:
-            return int(self._k.index_put_batch(
-                mm, self.slot_count, self.max_entries, key_hashes, phy_offsets, store_timestamps, start, stop
-            ))  # fmt: skip
+            done = start
+            while True:
+                limit = self.entry_limit()
+                done += int(self._k.index_put_batch(
+                    mm, self.slot_count, limit, key_hashes, phy_offsets, store_timestamps, done, stop
+                ))  # fmt: skip
+                if done >= stop or limit >= self.max_entries:
+                    return done - start
         except IndexCorruptError as e:
             raise self._corrupt(e) from None
 

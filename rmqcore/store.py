@@ -734,7 +734,7 @@ class MessageStore:
         """Give the dispatcher the last index file (a new one when it is full: getAndCreateLastIndexFile)."""
         assert self.index is not None
         f = self.index._last_writable()
-        self._dispatcher.bind_index(f._mm, self.index.slot_count, self.index.max_entries)
+        self._dispatcher.bind_index(f._mm, self.index.slot_count, f.entry_limit())
         self._bound_index = f
 
     def _release_dispatcher(self) -> None:

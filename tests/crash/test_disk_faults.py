@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqcore import fileops
+from rmqcore import fileops, indexfile
 from rmqcore.errors import DiskFullError
 from rmqcore.message import MessageExt
 from rmqcore.store import MessageStore
@@ -22,10 +22,10 @@ class FullDisk(fileops.FileOps):
     def __init__(self) -> None:
         self.full = False
 
-    def create(self, path: str, size: int) -> int:
+    def create(self, path: str, size: int, allocate: int | None = None) -> int:
         if self.full:
             raise OSError(errno.ENOSPC, "No space left on device", path)
-        return super().create(path, size)
+        return super().create(path, size, allocate)
 
 
 @pytest.mark.crash
@@ -65,11 +65,11 @@ class FullFor(fileops.FileOps):
         self.full = False
         self.refused = 0
 
-    def create(self, path: str, size: int) -> int:
+    def create(self, path: str, size: int, allocate: int | None = None) -> int:
         if self.full and self.part in path:
             self.refused += 1
             raise OSError(errno.ENOSPC, "No space left on device", path)
-        return super().create(path, size)
+        return super().create(path, size, allocate)
 
 
 INDEX_GEOM = dict(commitlog_file_size=1 << 20, cq_file_size=20 * 1000, index_slots=17, index_entries=100)
@@ -194,6 +194,55 @@ def test_a_sparse_file_is_allocated_before_appending_through_its_map(tmp_path: P
         assert s.max_offset("T", 0) == 51
 
 
+class FullAllocations(fileops.FileOps):
+    """Allocations fail with ENOSPC while ``full`` is set."""
+
+    def __init__(self) -> None:
+        self.full = False
+
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        super().allocate(fd, offset, length)
+
+
+@pytest.mark.crash
+def test_an_index_file_is_allocated_as_it_fills(tmp_path: Path, impl, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index file takes disk space a chunk of entries at a time (RocketMQ's is sparse: a 420 MB
+    file for a few keys), and each chunk is allocated before the dispatcher may write into it: no
+    full disk can meet an unallocated page, and one that is full when the next chunk is needed
+    stops dispatch with a DiskFullError, to go on once there is space."""
+    monkeypatch.setattr(indexfile, "ALLOC_ENTRIES", 1024)
+    geom = dict(commitlog_file_size=1 << 20, cq_file_size=20 * 10_000, index_slots=17, index_entries=20_000)
+    ops = FullAllocations()
+    with fileops.use(ops):
+        s = MessageStore(tmp_path, impl=impl.name, dispatch="inline", **geom)
+        s.commitlog.prepare_next = False
+        for i in range(1000):
+            s.put("T", b"m%03d" % i, 0, keys=f"k{i}")
+        s.dispatch()
+        (path,) = (tmp_path / "index").iterdir()
+        size = path.stat().st_size
+        assert size == 40 + 17 * 4 + 20 * 20_000
+        assert 40 + 17 * 4 + 20 * 1001 <= path.stat().st_blocks * 512 < size // 4  # what it holds, not all
+        ops.full = True
+        for i in range(1000, 2000):
+            s.put("T", b"m%03d" % i, 0, keys=f"k{i}")
+        with pytest.raises(DiskFullError):
+            s.dispatch()  # entry 1024 needs the next chunk
+        assert 0 < s.dispatch_lag
+        ops.full = False
+        s.dispatch()
+        assert s.dispatch_lag == 0
+        assert 40 + 17 * 4 + 20 * 2001 <= path.stat().st_blocks * 512 < size // 2
+        _check_every_key_once(s, 2000)
+        s.close()
+    with MessageStore(tmp_path, impl=impl.name, **geom) as s:
+        _check_every_key_once(s, 2000)
+        s.put("T", b"m2000", 0, keys="k2000")
+        assert [m.body for m in s.query_by_key("T", "k2000")] == [b"m2000"]
+
+
 class PowerLoss(fileops.FileOps):
     """Remembers, per file, its content as of its last fdatasync; ``image`` builds the directory a
     power loss would leave: segment files as last flushed (never-flushed ones all zeros)."""
@@ -201,8 +250,8 @@ class PowerLoss(fileops.FileOps):
     def __init__(self) -> None:
         self.durable: dict[str, bytes] = {}
 
-    def create(self, path: str, size: int) -> int:
-        fd = super().create(path, size)
+    def create(self, path: str, size: int, allocate: int | None = None) -> int:
+        fd = super().create(path, size, allocate)
         self.durable[path] = bytes(size)
         return fd
 

@@ -29,7 +29,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rmqcore import _impl
+from rmqcore import _impl, indexfile
 from rmqcore.errors import ConfigError, IndexCorruptError, RmqError, StoreClosedError
 from rmqcore.indexfile import IndexFile, IndexHeader, IndexService, index_file_name
 from tests.conftest import IMPLS, RMQ_FIXTURES, VERSIONS, read_jsonl_gz
@@ -231,6 +231,33 @@ def test_indexfiletest_vectors(impl: SimpleNamespace, tmp_path: Path) -> None:
         assert f.select("60", 0, LONG_MAX, 10) == [60]
     finally:
         f.destroy()
+
+
+def test_chunked_allocation_writes_the_same_file(
+    impl: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries are allocated a chunk at a time (indexfile.ALLOC_ENTRIES): one put at a time and in
+    batches, across chunk ends, the file is byte for byte the one written with no chunking, and a
+    file reopened mid-chunk goes on from its count."""
+    rnd = random.Random(7)
+    hashes = [rnd.randrange(2**31) for _ in range(300)]
+    offs, tss = list(range(1000, 1300)), [1_700_000_000_000 + 10 * i for i in range(300)]
+
+    def write(path: Path, chunk: int) -> bytes:
+        monkeypatch.setattr(indexfile, "ALLOC_ENTRIES", chunk)
+        f = IndexFile.create(path, 31, 400, impl=impl.name)
+        for i in range(100):
+            assert f.put_hash(hashes[i], offs[i], tss[i])
+        f.close()
+        f = IndexFile.open(path, 31, 400, impl=impl.name)  # reopened with 101 entries in
+        a = lambda xs: np.array(xs, dtype=np.int64)  # noqa: E731
+        assert f.put_hashes(a(hashes), a(offs), a(tss), 100, 300) == 200
+        assert [f.put_hash(7, 2000, tss[-1]) for _ in range(100)].count(True) == 99  # 399 entries hold
+        assert f.is_full()
+        f.close()
+        return path.read_bytes()
+
+    assert write(tmp_path / "chunked", 16) == write(tmp_path / "whole", 10**6)
 
 
 def test_empty_service_query_with_int_max(impl: SimpleNamespace, tmp_path: Path) -> None:
