@@ -17,7 +17,9 @@ from contextlib import contextmanager
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["FileOps", "FILEOPS", "use", "current"]
+from .errors import full_disk_is_error
+
+__all__ = ["FileOps", "FILEOPS", "use", "current", "allocate"]
 
 _fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
@@ -72,6 +74,13 @@ FILEOPS: FileOps = FileOps()
 
 def current() -> FileOps:
     return FILEOPS
+
+
+def allocate(fd: int, path: object, offset: int, length: int) -> None:
+    """``current().allocate`` of ``[offset, offset + length)`` of ``path`` (open as ``fd``), before a
+    map writes there; a full disk is a DiskFullError."""
+    with full_disk_is_error(f"{path} ({offset + length} bytes)"):
+        current().allocate(fd, offset, length)
 
 
 @contextmanager

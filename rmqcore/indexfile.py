@@ -50,7 +50,6 @@ from typing import Any
 from . import _impl, fileops
 from . import layout as L
 from .errors import ConfigError, CorruptionError, IndexCorruptError, StoreClosedError, full_disk_is_error
-from .mappedfile import allocate
 
 __all__ = [
     "INDEX_DIR",
@@ -177,7 +176,7 @@ class IndexFile:
             if not create and not self.read_only:  # RocketMQ's index files are sparse (see MappedFile)
                 count = _COUNT.unpack(os.pread(fd, 4, 36))[0]
                 self._alloc = min(max_entries, max(count, 1) + ALLOC_ENTRIES)
-                allocate(fd, self.path, self._entries_end(self._alloc))
+                fileops.allocate(fd, self.path, 0, self._entries_end(self._alloc))
             self._mm = mmap.mmap(
                 fd, self.file_size, access=mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
             )
@@ -293,8 +292,7 @@ class IndexFile:
             if count >= self._alloc:
                 new = min(self.max_entries, count + ALLOC_ENTRIES)
                 start = self._entries_end(self._alloc)
-                with full_disk_is_error(f"{self.path} ({self._entries_end(new)} bytes)"):
-                    fileops.current().allocate(self._fd, start, self._entries_end(new) - start)
+                fileops.allocate(self._fd, self.path, start, self._entries_end(new) - start)
                 self._alloc = new
         return self._alloc
 

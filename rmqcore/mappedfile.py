@@ -33,12 +33,6 @@ _MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 _PREFAULT_CHUNK = 4 * 1024 * 1024
 
 
-def allocate(fd: int, path: str, size: int) -> None:
-    """``fileops.allocate`` of the whole file; a full disk is a DiskFullError."""
-    with full_disk_is_error(f"{path} ({size} bytes)"):
-        fileops.current().allocate(fd, 0, size)
-
-
 class MappedFile:
     """One fixed-size file mapped into memory."""
 
@@ -72,7 +66,7 @@ class MappedFile:
                 # RocketMQ leaves its files sparse (FileChannel.map extends them): allocate before
                 # appending through the map, or a full disk is a SIGBUS (see fileops); a no-op for
                 # files rmqcore created
-                allocate(fd, self.path, file_size)
+                fileops.allocate(fd, self.path, 0, file_size)
             self.mm = mmap.mmap(
                 fd, file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
             )

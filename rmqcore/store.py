@@ -1269,18 +1269,15 @@ class MessageStore:
             raise InvalidMessageError("topic and group may not contain '@'")
         queue_id, offset = int_arg(queue_id, "queue_id"), int_arg(offset, "offset")
         key = f"{topic}@{group}"
-        queues = self._offsets.get(key)
-        before = None if queues is None else queues.get(queue_id)
-        self._offsets.setdefault(key, {})[queue_id] = offset
+        before = self._offsets.get(key)
+        self._offsets[key] = {**(before or {}), queue_id: offset}
         try:
             self._persist_consumer_offsets()
         except BaseException:  # not committed (DiskFullError...): fetch_offset keeps the old answer
-            if before is not None:
-                self._offsets[key][queue_id] = before
-            elif queues is None:
+            if before is None:
                 del self._offsets[key]
             else:
-                del queues[queue_id]
+                self._offsets[key] = before
             raise
 
     def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:

@@ -9,7 +9,7 @@ taken as typed memoryviews (one acquisition per batch); any int64 buffer with st
 multiples of 8 bytes works (numpy arrays, views, Fortran order).
 """
 from libc.stdint cimport int64_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcpy
 
 from ..layout import NCOLUMNS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK, ST_END, ST_MSG, ST_TORN
 

@@ -43,7 +43,6 @@ from rmqcore.errors import (
     RmqError,
     SegmentFullError,
     StoreClosedError,
-    full_disk_is_error,
 )
 
 from ._kernels import kernels
@@ -144,8 +143,10 @@ class AbstractIndex:
             if newly_created:
                 size = self.max_index_size - self.max_index_size % es
                 try:
+                    # allocated, where Kafka leaves it sparse: on a full disk the first write to an
+                    # unallocated page through the map would be a SIGBUS that kills the process
                     os.ftruncate(self._fd, size)
-                    self._allocate(0, size)
+                    fileops.allocate(self._fd, self.path, 0, size)
                 except BaseException:
                     os.close(self._fd)
                     self._fd = -1
@@ -169,12 +170,6 @@ class AbstractIndex:
             return
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
         self._mmap = mmap.mmap(self._fd, self._length, access=access)
-
-    def _allocate(self, offset: int, length: int) -> None:
-        """Allocate a range the map will write (Kafka leaves it sparse: on a full disk the first
-        write to an unallocated page through the map would be a SIGBUS that kills the process)."""
-        with full_disk_is_error(f"{self.path} ({offset + length} bytes)"):
-            fileops.current().allocate(self._fd, offset, length)
 
     def _unmap(self) -> None:
         if self._mmap is not None:
@@ -255,7 +250,7 @@ class AbstractIndex:
             os.ftruncate(self._fd, rounded)
             if rounded > self._length:
                 try:
-                    self._allocate(self._length, rounded - self._length)
+                    fileops.allocate(self._fd, self.path, self._length, rounded - self._length)
                 except BaseException:
                     os.ftruncate(self._fd, self._length)
                     self._map()

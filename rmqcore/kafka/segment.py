@@ -190,12 +190,13 @@ class FileRecords:
         self.path = path
         self.writable = writable
         self._lock = threading.RLock()
+        self._prealloc = 0  # the zero-filled length preallocate gave the file (Kafka's FileRecords)
         if writable:
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             if not file_already_exists and preallocate:
+                self._prealloc = init_file_size
                 os.ftruncate(self._fd, init_file_size)
                 self._size = 0
-                self._prealloc = init_file_size
             else:
                 self._size = os.fstat(self._fd).st_size
         else:
@@ -203,8 +204,6 @@ class FileRecords:
             self._size = os.fstat(self._fd).st_size
         self._map: mmap.mmap | None = None
         self._closed = False
-
-    _prealloc = 0  # the zero-filled length preallocate gave the file (Kafka's FileRecords)
 
     @property
     def size(self) -> int:

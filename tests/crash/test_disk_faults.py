@@ -2,7 +2,6 @@
 needed, and a power loss that keeps only what was flushed."""
 from __future__ import annotations
 
-import errno
 import random
 import shutil
 import time
@@ -14,23 +13,14 @@ from rmqcore import fileops, indexfile
 from rmqcore.errors import DiskFullError
 from rmqcore.message import MessageExt
 from rmqcore.store import MessageStore
+from tests.faults import FullAllocations, FullFor
 
 GEOM = dict(commitlog_file_size=8192, cq_file_size=400, index_slots=17, index_entries=100)
 
 
-class FullDisk(fileops.FileOps):
-    def __init__(self) -> None:
-        self.full = False
-
-    def create(self, path: str, size: int, allocate: int | None = None) -> int:
-        if self.full:
-            raise OSError(errno.ENOSPC, "No space left on device", path)
-        return super().create(path, size, allocate)
-
-
 @pytest.mark.crash
 def test_enospc_on_roll_is_a_clear_error_and_the_store_recovers(tmp_path: Path, impl) -> None:
-    ops = FullDisk()
+    ops = FullFor()
     with fileops.use(ops):
         s = MessageStore(tmp_path, impl=impl.name, **dict(GEOM, cq_file_size=20000))
         s.commitlog.prepare_next = False  # no pre-allocated file to fall back on
@@ -55,21 +45,6 @@ def test_enospc_on_roll_is_a_clear_error_and_the_store_recovers(tmp_path: Path, 
     with MessageStore(tmp_path, impl=impl.name) as s:
         assert s.max_offset("T", 0) == n_before + 1
         assert [m.body[:5] for m in s.iter_queue("T", 0)][-2:] == [b"m%04d" % (n_before - 1), b"after"]
-
-
-class FullFor(fileops.FileOps):
-    """A disk that is full for new files whose path contains ``part`` while ``full`` is set."""
-
-    def __init__(self, part: str) -> None:
-        self.part = part
-        self.full = False
-        self.refused = 0
-
-    def create(self, path: str, size: int, allocate: int | None = None) -> int:
-        if self.full and self.part in path:
-            self.refused += 1
-            raise OSError(errno.ENOSPC, "No space left on device", path)
-        return super().create(path, size, allocate)
 
 
 INDEX_GEOM = dict(commitlog_file_size=1 << 20, cq_file_size=20 * 1000, index_slots=17, index_entries=100)
@@ -144,13 +119,6 @@ def test_the_reput_thread_waits_out_a_full_disk(tmp_path: Path, impl) -> None:
         s.close()
 
 
-class NoAllocate(fileops.FileOps):
-    """A full disk for allocations (file creation included)."""
-
-    def allocate(self, fd: int, offset: int, length: int) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-
 def _make_sparse(path: Path, keep: int) -> None:
     """Rewrite ``path`` as RocketMQ leaves its files: its first ``keep`` bytes, the rest a hole."""
     data, size = path.read_bytes()[:keep], path.stat().st_size
@@ -180,7 +148,7 @@ def test_a_sparse_file_is_allocated_before_appending_through_its_map(tmp_path: P
         return {str(p.relative_to(tmp_path)): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
 
     before = files()
-    with fileops.use(NoAllocate()):
+    with fileops.use(FullAllocations(full=True)):
         with pytest.raises(DiskFullError):
             MessageStore(tmp_path, impl=impl.name, **geom)
         assert files() == before  # the refused open changed nothing
@@ -192,18 +160,6 @@ def test_a_sparse_file_is_allocated_before_appending_through_its_map(tmp_path: P
         s.put("T", b"m050", 0, keys="k50")
         assert [m.body for m in s.query_by_key("T", "k50")] == [b"m050"]
         assert s.max_offset("T", 0) == 51
-
-
-class FullAllocations(fileops.FileOps):
-    """Allocations fail with ENOSPC while ``full`` is set."""
-
-    def __init__(self) -> None:
-        self.full = False
-
-    def allocate(self, fd: int, offset: int, length: int) -> None:
-        if self.full:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        super().allocate(fd, offset, length)
 
 
 @pytest.mark.crash

@@ -35,6 +35,7 @@ from rmqcore.kafka import (
 )
 from rmqcore.kafka.records import DefaultRecordBatch, Header
 from rmqcore.kafka.txnindex import AbortedTxn, TransactionIndex
+from tests.faults import FullAllocations
 
 _SHARED = Path(__file__).resolve().parents[3] / "shared"
 if not _SHARED.is_dir():  # allow an override, as tests/conftest.py does
@@ -393,22 +394,12 @@ def test_new_index_is_preallocated_and_reopen_counts_every_slot(
     reopened.close()
 
 
-class _FullDisk(fileops.FileOps):
-    def __init__(self) -> None:
-        self.full = False
-
-    def allocate(self, fd: int, offset: int, length: int) -> None:
-        if self.full:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        super().allocate(fd, offset, length)
-
-
 def test_index_space_is_allocated_and_a_full_disk_is_a_clear_error(kimpl: SimpleNamespace, tmp_path: Path) -> None:
     """Kafka leaves a new index sparse; written through a map, an unallocated page on a full disk
     is a SIGBUS that kills the process. rmqcore allocates what the map will write, and a full disk
     is a DiskFullError that leaves no file and keeps an open index as it was."""
     p = tmp_path / "00000000000000000100.index"
-    ops = _FullDisk()
+    ops = FullAllocations()
     with fileops.use(ops):
         oi = OffsetIndex(p, 100, 64 * 1024, impl=kimpl.name)
         assert os.stat(p).st_blocks * 512 >= 64 * 1024  # allocated, not sparse
