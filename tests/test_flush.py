@@ -119,7 +119,9 @@ def test_group_commit_kernel_serves_waiters_with_one_flush_and_times_out(impl: A
             live[0] = (1 << 16) + 50
             t0 = time.monotonic()
             assert gc.wait_durable((1 << 16) + 10, 100) is False
-            assert 0.05 < time.monotonic() - t0 < 2.0
+            # it waited, and the 100 ms timeout ended the wait (bounded loosely: a loaded VM once
+            # took 2.2 s to hand this thread back the GIL)
+            assert 0.05 < time.monotonic() - t0 < 10.0
             assert gc.durable_offset == 1 << 16
         finally:
             ops.gate.set()
