@@ -599,11 +599,20 @@ cdef class Appender:
 
     def put_batch(self, topic_bytes, topic, queue_id, bodies, properties, flags, sys_flag, born_timestamp,
                   born_addr, born_port, store_addr, store_port):
-        """Append an already validated batch (the CommitLog validates; this places and writes it)."""
+        """Append an already validated batch (the CommitLog validates; this checks each body's
+        length against ``max_message_size``, then places and writes it)."""
         from .._pure.appender import BatchAppendResult
 
-        cdef Py_ssize_t n = len(bodies)
+        cdef Py_ssize_t n = len(bodies), i, ln, longest = 0
         cdef _Queues qt
+        for i in range(n):
+            b = bodies[i]
+            ln = PyBytes_GET_SIZE(b) if PyBytes_CheckExact(b) else len(b)
+            if ln > longest:
+                longest = ln
+        if longest > self.max_message_size:
+            raise MessageTooLargeError(
+                f"a body of {longest} bytes exceeds the maximum message size {self.max_message_size}")
         sizes = np.empty(n, dtype=np.int64)
         v2 = len(topic) > 127
         self._yield_gil()

@@ -331,8 +331,13 @@ class Appender:
         store_addr: bytes,
         store_port: int,
     ) -> BatchAppendResult:
-        """Append an already validated batch (the CommitLog validates; this places and writes it)."""
+        """Append an already validated batch (the CommitLog validates; this checks each body's
+        length against ``max_message_size``, then places and writes it)."""
         n = len(bodies)
+        longest = max(map(len, bodies), default=0)
+        if longest > self.max_message_size:
+            raise MessageTooLargeError(
+                f"a body of {longest} bytes exceeds the maximum message size {self.max_message_size}")
         sizes = np.empty(n, dtype=np.int64)
         v2 = len(topic) > MAX_TOPIC_LEN_V1
         self._yield_gil()
