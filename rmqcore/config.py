@@ -69,6 +69,9 @@ class StoreConfig:
     # many bytes of records went by since the last one (Kafka's index.interval.bytes); any value is
     # safe across reopens, since the file being written is re-indexed at open
     index_interval_bytes: int = 4096
+    # consume-queue and index pages kept faulted in this far ahead of dispatch, on a thread of
+    # their own (``warmahead.WarmAhead``); 0 turns it off
+    logics_warm_ahead: int = 4 * 1024 * 1024
     clock: Callable[[], int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -83,6 +86,9 @@ class StoreConfig:
         if isinstance(self.index_interval_bytes, bool) or not isinstance(self.index_interval_bytes, int) \
                 or self.index_interval_bytes < 0:
             raise ConfigError(f"index_interval_bytes must be an int >= 0, not {self.index_interval_bytes!r}")
+        if isinstance(self.logics_warm_ahead, bool) or not isinstance(self.logics_warm_ahead, int) \
+                or self.logics_warm_ahead < 0:
+            raise ConfigError(f"logics_warm_ahead must be an int >= 0, not {self.logics_warm_ahead!r}")
         if self.dispatch not in ("auto", "inline", "background"):
             raise ConfigError(f"dispatch must be 'auto', 'inline' or 'background', not {self.dispatch!r}")
 

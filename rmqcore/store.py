@@ -51,6 +51,7 @@ from .errors import (
 )
 from .flush import AsyncFlushService, DurableAck, GroupCommitService
 from .message import MessageExt, compute_tags_code, decode_message_id, validate_topic
+from .warmahead import Region, WarmAhead, ahead_end, index_region
 
 __all__ = [
     "MessageStore", "GetResult", "GetStatus", "StoreConfig", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST",
@@ -100,6 +101,7 @@ class GetResult:
 
 
 _REPUT_STEP = 32 * 1024 * 1024  # CommitLog bytes the reput thread dispatches per step
+_LOGICS_WARM_CHUNK = 512 * 1024  # consume-queue / index bytes the warm-ahead thread populates per call
 _LIVE_NAP_NS = 50_000  # a live run caught up with the writer looks again after this long ...
 _LIVE_IDLE_NS = 4_000_000  # ... for this long at most, then returns
 
@@ -296,6 +298,9 @@ class MessageStore:
             self._wake = os.pipe()  # close writes a byte: the reput thread's nap ends at once
             self._reput_thread = threading.Thread(target=self._reput_loop, name="rmqcore-reput", daemon=True)
             self._reput_thread.start()
+        self._logics_warmer: WarmAhead | None = None
+        if cfg.logics_warm_ahead > 0 and not self.read_only:
+            self._logics_warmer = WarmAhead(self._warm_regions, _LOGICS_WARM_CHUNK, "rmqcore-logics-warm-ahead")
 
     def _open_index(self, cfg: StoreConfig) -> Any:
         if not cfg.message_index_enable:
@@ -736,6 +741,29 @@ class MessageStore:
         f = self.index._last_writable()
         self._dispatcher.bind_index(f._mm, self.index.slot_count, f.entry_limit())
         self._bound_index = f
+
+    def _warm_regions(self) -> list[Region]:
+        """What the logics warm-ahead should warm now: past the write position of each bound queue
+        that moved (as the dispatcher holds it, mid-run too) and past the bound index file's last
+        entry."""
+        out: list[Region] = []
+        bound, ahead = self._bound, self.config.logics_warm_ahead
+        for topic_b, qid, wrote in self._dispatcher.moved():
+            pair = bound.get((topic_b, qid))
+            if pair is not None and not pair[1].closed:
+                mf = pair[1]
+                out.append((mf.mm, wrote, ahead_end(wrote, mf.file_size, wrote, ahead)))
+        f = self._bound_index
+        if f is not None:
+            r = index_region(f, ahead)
+            if r is not None:
+                out.append(r)
+        return out
+
+    def _warm_paused(self) -> contextlib.AbstractContextManager[None]:
+        """Held while logics files are unmapped: the warm-ahead thread is not in any map."""
+        w = self._logics_warmer
+        return contextlib.nullcontext() if w is None else w.paused()
 
     def _release_dispatcher(self) -> None:
         """Let go of the files the dispatcher holds (before any of them is unmapped)."""
@@ -1238,7 +1266,7 @@ class MessageStore:
                 deleted.append(mf.path)
             if deleted:
                 cl_min = self.commitlog.min_offset
-                with self._logics_files_lock:
+                with self._logics_files_lock, self._warm_paused():
                     for cq in self.consume_queues.values():
                         cq.delete_expired(cl_min)
                     if self.index is not None:
@@ -1367,6 +1395,9 @@ class MessageStore:
         for svc in (self._group_commit, self._async_flush, self._logics_flush):
             if svc is not None:
                 svc.stop()
+        if self._logics_warmer is not None:  # before any file is unmapped
+            self._logics_warmer.stop()
+            self._logics_warmer = None
         try:
             if not self.read_only:
                 self.dispatch()

@@ -4,10 +4,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rmqcore import layout as L
-from rmqcore.commitlog import Blank, CommitLog, ScanStop
+from rmqcore.commitlog import Blank, CommitLog, ScanStop, column_buffer
 from rmqcore.errors import (
     ChecksumError,
     ConfigError,
@@ -168,6 +169,19 @@ def test_bad_input_raises_and_writes_nothing(tmp_path: Path, impl, kwargs, exc) 
         assert cl.put("T", b"next", 0).queue_offset == 1
 
 
+@pytest.mark.parametrize("bad", [b"x" * 1025, bytearray(1025), memoryview(b"x" * 2000), 7, None])
+def test_bad_batch_body_raises_and_writes_nothing(tmp_path: Path, impl, bad) -> None:
+    """Body lengths are checked in the appender (either twin) before anything is written."""
+    with _cl(tmp_path, impl, max_message_size=1024) as cl:
+        cl.put("T", b"first", 0)
+        before = cl.max_offset
+        exc = MessageTooLargeError if isinstance(bad, (bytes, bytearray, memoryview)) else InvalidMessageError
+        with pytest.raises(exc):
+            cl.put_batch("T", [b"ok", b"y" * 1024, bad, b"ok"], 0)
+        assert cl.max_offset == before
+        assert cl.put_batch("T", [b"y" * 1024, b"z"], 0).queue_offset == 1
+
+
 def test_flavour_4_limits_topic_and_5_uses_v2(tmp_path: Path, impl) -> None:
     long_topic = "t" * 200
     with _cl(tmp_path / "4", impl, flavour=4) as cl:
@@ -305,6 +319,34 @@ def test_read_batch_columns_match_records(tmp_path: Path, impl) -> None:
             got.extend(zip(b.physical_positions.tolist(), b.topics(), b.bodies(), b.column("queue_id").tolist()))
             off = b.next_offset
     assert got == [(r.physical_offset, f"T{i % 3}", bytes([i]) * i, i % 4) for i, r in enumerate(rs)]
+
+
+@pytest.mark.parametrize("cap", [1, 100, 511, 512, 513, 1000, 8192])
+def test_column_buffer_rows_are_off_4k_aliasing(cap: int) -> None:
+    buf = column_buffer(cap)
+    assert buf.shape == (L.NCOLUMNS, cap) and buf.dtype == np.int64
+    assert buf.strides[1] == 8 and all(buf[i].flags.c_contiguous for i in range(L.NCOLUMNS))
+    if cap >= 512:
+        assert buf.strides[0] % 4096 == 64 and buf.strides[0] < 8 * cap + 4096
+    else:
+        assert buf.strides[0] == 8 * cap
+
+
+def test_read_batch_of_a_padded_full_buffer_equals_a_contiguous_decode(tmp_path: Path, impl) -> None:
+    with _cl(tmp_path, impl, prepare_next=False, file_size=1 << 20) as cl:
+        cl.put_batch("T", [bytes([i % 256]) * (i % 50) for i in range(600)], 1)
+        r = cl.put("U", b"tail", 2)
+        b = cl.read_batch(0, 512)  # full: the padded buffer itself is the batch's columns
+        assert len(b) == 512 and b.columns.strides[0] % 4096 == 64
+        plain = np.empty((L.NCOLUMNS, 512), dtype=np.int64)
+        mf = cl.queue.last()
+        count, end, _ = cl._codec.decode_batch(mf.mm, 0, mf.wrote_position, plain, False)
+        assert count == 512 and b.next_offset == end
+        assert np.array_equal(b.columns, plain)
+        rest = cl.read_batch(b.next_offset, 512)  # partial: copied out, contiguous
+        assert len(rest) == 89 and rest.columns.flags.c_contiguous
+        assert rest.physical_positions[-1] == r.physical_offset and rest.bodies()[-1] == b"tail"
+        assert rest.bodies()[:3] == [bytes([i % 256]) * (i % 50) for i in range(512, 515)]
 
 
 @pytest.mark.parametrize("kind", ["slot", "property"])

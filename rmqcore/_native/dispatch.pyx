@@ -274,6 +274,7 @@ cdef struct cq_slot:
     int64_t queue_id
     int bound
     int touched
+    int64_t seen  # wrote as moved() last reported it (-1: not yet)
 
 
 cdef extern from *:
@@ -452,6 +453,7 @@ cdef class Dispatcher:
             PyBuffer_Release(&self._views[s])
             raise ValueError(f"write position {wrote} does not fit a consume-queue file of {self._views[s].len} bytes")
         self._slots[s].bound = 1
+        self._slots[s].seen = -1
         self._slots[s].buf = <unsigned char *>self._views[s].buf
         self._slots[s].file_from = file_from
         self._slots[s].file_size = self._views[s].len
@@ -568,6 +570,20 @@ cdef class Dispatcher:
             out.append((self._slots[s].topic[:self._slots[s].topic_len], self._slots[s].queue_id,
                         self._slots[s].wrote, self._slots[s].max_phys))
         self._ntouched = 0
+        return out
+
+    def moved(self):
+        """``[(topic, queue_id, wrote)]`` of the bound queues whose write position moved since the
+        last call (or that were bound since): another thread may be in a run moving them on, and
+        each ``wrote`` is one the queue held (read for warm-ahead; an idle store lists nothing)."""
+        cdef int64_t i, w
+        out = []
+        for i in range(self._nslots):
+            if self._slots[i].bound:
+                w = self._slots[i].wrote
+                if w != self._slots[i].seen:
+                    self._slots[i].seen = w
+                    out.append((self._slots[i].topic[:self._slots[i].topic_len], self._slots[i].queue_id, w))
         return out
 
     # -- the run --------------------------------------------------------------------------------

@@ -363,6 +363,7 @@ class Dispatcher:
         self._slots: dict[tuple[bytes, int], list[Any]] = {}
         self._order: list[tuple[bytes, int]] = []
         self._touched: list[tuple[bytes, int]] = []
+        self._seen: dict[tuple[bytes, int], int] = {}  # wrote as moved() last reported it
         self._idx: Any = None
         self._geom = (0, 0)
         self._gil_req: Any = None
@@ -413,6 +414,7 @@ class Dispatcher:
             self._order.append(key)
         sl = self._slots[key]
         sl[0] = None
+        self._seen.pop(key, None)
         if buffer is not None:
             mv = memoryview(buffer)
             if mv.readonly:
@@ -444,6 +446,17 @@ class Dispatcher:
             sl[5] = False
             out.append((key[0], key[1], sl[3], sl[4]))
         self._touched = []
+        return out
+
+    def moved(self) -> list[tuple[bytes, int, int]]:
+        """``[(topic, queue_id, wrote)]`` of the bound queues whose write position moved since the
+        last call (or that were bound since), for warm-ahead."""
+        out = []
+        for key in self._order:
+            sl = self._slots[key]
+            if sl[0] is not None and self._seen.get(key) != sl[3]:
+                self._seen[key] = sl[3]
+                out.append((key[0], key[1], sl[3]))
         return out
 
     def run(self, buf: Any, file_from: int, pos: int, limit: int, verify_crc: bool, index_on: bool,

@@ -351,12 +351,12 @@ def decode_range(
     Decodes straight from the mapped CommitLog files (no copy of the record bytes: the Arrow
     columns are gathered from the mapping, and no view of it outlives a batch) into one reused
     column buffer."""
-    from ..commitlog import raise_status
+    from ..commitlog import column_buffer, raise_status
 
     off = max(start, cl.min_offset)  # files removed by retention since planning: nothing to read there
     stop = min(stop, cl.max_offset)
     codec = cl._codec
-    out = np.empty((L.NCOLUMNS, max(1, batch_rows)), dtype=np.int64)
+    out = column_buffer(batch_rows)
     while off < stop:
         mf = cl.queue.find(off)
         base = mf.file_from_offset
