@@ -169,6 +169,23 @@ class ConsumeQueue:
         mf, pos = loc
         return mf, pos, max(0, min(max_units, (mf.wrote_position - pos) // UNIT))
 
+    def pull_span(self, queue_offset: int, max_units: int) -> tuple[int, int, MappedFile | None, int, int]:
+        """What a pull needs, read in one pass: ``(min_offset, max_offset, file, byte position,
+        count)``, where ``file, position, count`` are ``unit_span(queue_offset, max_units)`` (the file
+        None and the count 0 when no file holds the offset)."""
+        lo = self.min_logic_offset // UNIT
+        files = self.queue.files
+        if not files:
+            return lo, 0, None, 0, 0
+        last = files[-1]
+        end = last.file_from_offset + last.wrote_position
+        byte = queue_offset * UNIT
+        if byte < files[0].file_from_offset or byte >= end:
+            return lo, end // UNIT, None, 0, 0
+        mf = last if byte >= last.file_from_offset else self.queue.find(byte)
+        pos = byte - mf.file_from_offset
+        return lo, end // UNIT, mf, pos, max(0, min(max_units, (mf.wrote_position - pos) // UNIT))
+
     def first_at_or_after(self, physical_offset: int) -> int:
         """The first queue offset (>= min offset) whose unit's record starts at or after
         ``physical_offset``; ``max_offset`` when none. Binary search over the mapped units, no copy."""

@@ -72,7 +72,7 @@ class GetStatus:
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 
-@dataclass
+@dataclass(slots=True)
 class GetResult:
     """GetMessageResult: status, next offset to pull, queue bounds, and the messages found."""
 
@@ -116,6 +116,7 @@ def _ram_bytes() -> int:
 
 
 # dispatch.select_units's statuses
+_MAX_FILTER = 16000 // L.CQ_UNIT_SIZE  # maxFilterMessageCount: a pull looks at up to 800 units
 _SELECT_STATUS = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.FOUND, GetStatus.MESSAGE_WAS_REMOVING)
 
 
@@ -288,6 +289,10 @@ class MessageStore:
         self._wake: tuple[int, int] | None = None
         self._reput_error: RmqError | None = None
         self._read_your_writes = cfg.dispatch != "background" and not self.read_only
+        # get_messages' limits (the config is frozen): memory share, then on-disk and in-memory caps
+        self._select_limits = (
+            _ram_bytes() * cfg.access_message_in_memory_max_ratio // 100, cfg.max_transfer_bytes_on_disk,
+            cfg.max_transfer_count_on_disk, cfg.max_transfer_bytes_in_memory, cfg.max_transfer_count_in_memory)
         if cfg.dispatch != "inline" and not self.read_only:
             # the reput thread asks the writers for the GIL through this word (Appender.set_gil_request)
             self._gil_request = np.zeros(1, dtype=np.int64)
@@ -928,36 +933,37 @@ class MessageStore:
         if not (type(offset) is type(max_msgs) is type(max_bytes) is int):  # the usual case, checked at once
             offset, max_msgs, max_bytes = (int_arg(offset, "offset"), int_arg(max_msgs, "max_msgs"),
                                            int_arg(max_bytes, "max_bytes"))
-        self._caught_up()
+        # _caught_up, inline (a pull of one message is mostly fixed costs like these)
+        if self._closed:
+            raise StoreClosedError(f"the store {self.store_dir} is closed")
         cl = self.commitlog
+        cl_max = cl.queue.max_offset()
+        if self._read_your_writes and self.reput_from_offset < cl_max:
+            self.dispatch()
+            cl_max = cl.queue.max_offset()
         cq = self.consume_queues.get((topic, queue_id))
         if cq is None:
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, _store=self)
-        lo, hi = cq.min_offset, cq.max_offset
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, [], [], [], self)
+        # maxFilterMessageCount: 16000 bytes of units
+        lo, hi, mf, pos, n = cq.pull_span(offset, max_msgs if max_msgs > _MAX_FILTER else _MAX_FILTER)
         if hi == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi, _store=self)
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi, [], [], [], self)
         if offset < lo:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi, _store=self)
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi, [], [], [], self)
         if offset == hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi, _store=self)
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi, [], [], [], self)
         if offset > hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi, _store=self)
-        cfg = self.config
-        max_filter = max(16000 // L.CQ_UNIT_SIZE, max_msgs)  # maxFilterMessageCount: 16000 bytes of units
-        span = cq.unit_span(offset, max_filter)
-        if span is None or span[2] == 0:
-            return GetResult(GetStatus.OFFSET_FOUND_NULL, offset + 1, lo, hi, _store=self)
-        mf, pos, n = span
-        codes = _tag_codes(tag_filter)
-        mem_limit = _ram_bytes() * cfg.access_message_in_memory_max_ratio // 100
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi, [], [], [], self)
+        if mf is None or n == 0:
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, offset + 1, lo, hi, [], [], [], self)
+        codes = None if tag_filter is None else _tag_codes(tag_filter)
         cap = 2**62  # the kernel's arguments are int64: larger limits are the same as no limit
         if not (-cap <= max_msgs <= cap and -cap <= max_bytes <= cap):
             max_msgs, max_bytes = max(-cap, min(max_msgs, cap)), max(-cap, min(max_bytes, cap))
         status, i, phys, qoffs, sizes = self._dispatch_kernel.select_units(
-            mf.mm, pos, n, offset, max_msgs, max_bytes, codes,
-            cl.min_offset, cl.max_offset, mem_limit, cfg.max_transfer_bytes_on_disk,
-            cfg.max_transfer_count_on_disk, cfg.max_transfer_bytes_in_memory, cfg.max_transfer_count_in_memory)
-        return GetResult(_SELECT_STATUS[status], offset + i, lo, hi, phys, qoffs, sizes, _store=self)
+            mf.mm, pos, n, offset, max_msgs, max_bytes, codes, cl.queue.min_offset(), cl_max,
+            *self._select_limits)
+        return GetResult(_SELECT_STATUS[status], offset + i, lo, hi, phys, qoffs, sizes, self)
 
     def query_by_key(
         self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1, max_num: int = 64, *, raw: bool = False,

@@ -337,6 +337,53 @@ def test_an_idle_reput_thread_leaves_no_gil_request_out(tmp_path: Path, impl) ->
         assert s.wait_dispatched(10) and s.get_messages("g", "T", 0, 0).queue_offsets == [0, 1]
 
 
+def test_pulls_read_within_one_consume_queue_file_with_rocketmq_statuses(tmp_path: Path, impl) -> None:
+    """getMessage reads the units of one file at a time: a pull that starts near a file's end stops
+    there; the offsets past the queue answer OVERFLOW_ONE / OVERFLOW_BADLY."""
+    per_file = GEOM["cq_file_size"] // 20
+    total = 3 * per_file + 5
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        for i in range(total):
+            s.put("T", b"m%d" % i, 0)
+        for off in range(total):
+            r = s.get_messages("g", "T", 0, off, 4)
+            want = list(range(off, min(off + 4, (off // per_file + 1) * per_file, total)))
+            assert (r.status, r.queue_offsets, r.next_begin_offset) == (GetStatus.FOUND, want, want[-1] + 1), off
+            assert (r.min_offset, r.max_offset) == (0, total)
+            assert [m.body for m in r.messages] == [b"m%d" % q for q in want]
+        r = s.get_messages("g", "T", 0, total, 4)
+        assert (r.status, r.next_begin_offset, r.queue_offsets) == (GetStatus.OFFSET_OVERFLOW_ONE, total, [])
+        r = s.get_messages("g", "T", 0, total + 7, 4)
+        assert (r.status, r.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, total)
+        r = s.get_messages("g", "T", 1, 0, 4)
+        assert (r.status, r.next_begin_offset, r.min_offset, r.max_offset) == (GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+
+
+def test_pull_limits_come_from_the_config(tmp_path: Path, impl) -> None:
+    """maxTransferCount/BytesOnMessageInMemory bound a pull of messages in memory, and the on-disk
+    pair bounds it when accessMessageInMemoryMaxRatio (0 % here) puts them on disk; the first
+    message is always taken."""
+    def pull(name: str, **cfg: int) -> list[int]:
+        with MessageStore(tmp_path / name, impl=impl.name, **cfg, **GEOM) as s:
+            for i in range(8):
+                s.put("T", b"m" * (40 + i), 0)
+            r = s.get_messages("g", "T", 0, 0, 32)
+            assert r.status == GetStatus.FOUND and r.next_begin_offset == len(r.queue_offsets)
+            sizes[name] = r.sizes
+            return r.queue_offsets
+
+    sizes: dict[str, list[int]] = {}
+    assert pull("all") == list(range(8))
+    assert pull("count", max_transfer_count_in_memory=3) == [0, 1, 2]
+    assert pull("disk-count", access_message_in_memory_max_ratio=0, max_transfer_count_on_disk=2,
+                max_transfer_count_in_memory=3) == [0, 1]
+    rec = sizes["all"]
+    limit = rec[0] + rec[1] + rec[2] // 2  # room for two records and a half
+    assert pull("bytes", max_transfer_bytes_in_memory=limit) == [0, 1]
+    assert pull("disk-bytes", access_message_in_memory_max_ratio=0, max_transfer_bytes_on_disk=limit) == [0, 1]
+    assert pull("one", max_transfer_bytes_in_memory=1) == [0]
+
+
 def test_get_messages_takes_integer_arguments_of_any_int_type(tmp_path: Path, impl) -> None:
     """Pull arguments are integers (numpy's too); anything else is a ConfigError, not a kernel
     TypeError; limits past int64 act as no limit."""
