@@ -54,7 +54,8 @@ def test_pages_past_dispatch_are_faulted_in(tmp_path: Path, impl: Any, ahead: in
         return bool(real(mm, lo, hi))
 
     monkeypatch.setattr(_impl.appender, "prefault", populate)
-    with MessageStore(tmp_path, impl=impl.name, dispatch="inline", logics_warm_ahead=ahead, **INDEX) as s:
+    with MessageStore(tmp_path, impl=impl.name, dispatch="inline", logics_warm_ahead=ahead,
+                      commitlog_file_size=64 << 20, **INDEX) as s:
         _fill(s)
         cq = s.consume_queue("T", 0)
         assert cq is not None and cq.max_offset == N
@@ -193,7 +194,8 @@ def test_retention_and_close_with_the_warmer_running(tmp_path: Path) -> None:
         deleted = s.clean_expired(force=True)
         assert deleted and s.commitlog.min_offset > 0
         assert s.get_messages("g", "T", 0, s.min_offset("T", 0), 1).status == "FOUND"
-    assert MessageStore(tmp_path, read_only=True).max_offset("T", 0) == 1000
+    with MessageStore(tmp_path, read_only=True) as ro:
+        assert ro.max_offset("T", 0) == 1000
 
 
 @pytest.mark.parametrize("bad", [-1, True, 1.5])
