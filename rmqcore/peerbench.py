@@ -22,7 +22,6 @@ if __name__ == "__main__":  # run as a script: the package directory must not sh
     _here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 
-import functools  # noqa: E402
 import importlib.util  # noqa: E402
 from pathlib import Path  # noqa: E402
 from types import ModuleType  # noqa: E402
@@ -87,9 +86,6 @@ def _register(P: Any) -> None:
         def reopen(self) -> None:
             self.store = MessageStore(self.path)
             self.store.dispatch()
-            # W3's lookup(key): the store's native lookup with the topic bound (a C partial, no
-            # Python frame per lookup; the other peers' lookups are Python methods over C calls)
-            self.lookup = functools.partial(self.store.lookup, TOPIC)
 
         def read_all(self, n: int, deadline: float = float("inf")) -> int:
             cl = self.store.commitlog
@@ -101,6 +97,8 @@ def _register(P: Any) -> None:
                 off = b.next_offset
             return c
 
+        def lookup(self, key: str) -> Any:
+            return self.store.lookup(TOPIC, key)
 
     P.PEER_CLASSES["rmqcore"] = RmqCore
     P.NOTES["rmqcore"] = (__doc__ or "").split("\n\n")[2].replace("\n", " ")
