@@ -42,6 +42,9 @@ from .message import (
 from .warmahead import Region, WarmAhead
 
 _WARM_CHUNK = 8 * 1024 * 1024  # bytes the WarmAhead thread populates per kernel call
+# the next file is prepared once the current one is this fraction full (the rest of the file is the
+# lead time for creating, allocating and, with warm_next, faulting it in)
+_PREPARE_FRACTION = 4
 
 __all__ = ["CommitLog", "AppendResult", "BatchAppendResult", "Blank", "ScanStop", "RecordBatch", "column_buffer"]
 
@@ -126,6 +129,9 @@ class CommitLog:
         self.check_crc = check_crc
         self.prepare_next = prepare_next and not read_only
         self.warm_next = warm_next
+        # the appender asks for the next file (_prepare_next) once the current one is written this far:
+        # a store smaller than a quarter of a file keeps one allocated file, not two
+        self.prepare_at = file_size // _PREPARE_FRACTION
         self.warm_ahead = 0 if read_only else warm_ahead
         self._warmer: WarmAhead | None = None
         # called with each new file before the appender writes into it (the group commit registers it)
@@ -404,9 +410,13 @@ class CommitLog:
         mf = self.queue.last_for_write(offset)
         for listener in self.file_listeners:
             listener(mf)
+        return mf
+
+    def _prepare_next(self) -> None:
+        """The appender's file is written up to ``prepare_at``: create the next file in the
+        background (AllocateMappedFileService), before this one fills up. Called before a write."""
         if self.prepare_next:
             self.queue.prepare_next(prefault=self.warm_next)
-        return mf
 
     def _warm_region(self) -> list[Region]:
         """For the WarmAhead thread: ``warm_ahead`` bytes past the last file's write position."""

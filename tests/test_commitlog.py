@@ -87,6 +87,50 @@ def test_alternating_topics_keep_their_own_queues(tmp_path: Path, impl) -> None:
         assert cl.put("A", b"again", 0).queue_offset == 0 and cl.put("B", b"again", 0).queue_offset == 0
 
 
+def test_next_file_is_prepared_once_a_quarter_of_the_current_one_is_written(tmp_path: Path, impl) -> None:
+    """AllocateMappedFileService, later than RocketMQ's: the next file is created (allocated, in
+    the background) when a put finds the current file written past ``prepare_at``, a quarter of
+    it, once per file; the roll then takes that file. A small store keeps one allocated file."""
+    size = 64 * 1024
+    with _cl(tmp_path, impl, file_size=size) as cl:
+        assert cl.prepare_at == size // 4
+        asked: list[int] = []
+        real = cl.queue.prepare_next
+
+        def prepare_next(prefault: bool = True) -> None:
+            asked.append(cl.max_offset)  # where the log stood when the put asked
+            real(prefault)
+
+        cl.queue.prepare_next = prepare_next  # type: ignore[method-assign]
+        r = cl.put("T", b"x" * 500, 0)
+        rec = r.size
+        while cl.max_offset < size // 4:
+            cl.put("T", b"x" * 500, 0)
+            assert asked == [] and _files(tmp_path) == ["00000000000000000000"]
+        cl.put("T", b"x" * 500, 0)  # the first put that finds a quarter written asks, before it writes
+        assert asked == [cl.max_offset - rec]
+        cl.queue.wait_prepared()
+        prepared = cl.queue._prepared
+        assert prepared is not None and prepared.file_from_offset == size
+        assert _files(tmp_path) == ["00000000000000000000", "00000000000000065536"]
+        while cl.max_offset < size:  # the roll takes the prepared file; asked once for this file
+            cl.put_batch("T", [b"y" * 500] * 3, 0)
+        assert cl.queue.files[1] is prepared and len(asked) == 1
+        while cl.max_offset < size + size // 4:
+            cl.put_batch("T", [b"y" * 500] * 3, 0)
+        cl.put_batch("T", [b"y" * 500] * 3, 0)
+        assert len(asked) == 2  # the second file asks for the third
+    with _cl(tmp_path, impl, file_size=size) as cl:  # reopened past a quarter: the first put asks
+        assert cl.queue._prepared is None
+        cl.put("T", b"z", 0)
+        cl.queue.wait_prepared()
+        assert cl.queue._prepared is not None and cl.queue._prepared.file_from_offset == 2 * size
+    with _cl(tmp_path / "off", impl, file_size=size, prepare_next=False) as cl:
+        for _ in range(200):
+            cl.put("T", b"x" * 500, 0)
+        assert cl.max_offset > size and cl.queue._prepared is None and cl.queue._prepare_thread is None
+
+
 def test_roll_writes_blank_and_every_file_ends_with_one(tmp_path: Path, impl) -> None:
     body = b"x" * 300
     with _cl(tmp_path, impl, prepare_next=False) as cl:

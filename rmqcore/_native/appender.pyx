@@ -23,7 +23,7 @@ from cpython.pythread cimport (
 )
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_GET_LENGTH
 cimport cython
-from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcpy, memset
 
@@ -203,6 +203,7 @@ cdef class Appender:
     cdef bytes _last_tb
     cdef _Queues _last_qt
     cdef int64_t _pos
+    cdef int64_t _prepare_at  # at this position in the bound file the owner prepares the next one
     cdef Py_ssize_t _wp_off  # the bound file's wrote_position slot (its offset in the object), or -1
     cdef bytes _store_addr
     cdef int32_t _store_port
@@ -317,7 +318,9 @@ cdef class Appender:
             self._has_view = False
         self._mf = mf
         self._wp_off = -1
+        self._prepare_at = INT64_MAX
         if mf is not None:
+            self._prepare_at = self._owner.prepare_at
             PyObject_GetBuffer(mf.mm, &self._view, PyBUF_WRITABLE)
             self._has_view = True
             if self._view.len < self.file_size:
@@ -397,6 +400,9 @@ cdef class Appender:
         if mf is None or self._pos >= self.file_size:
             mf = self._owner._roll(mf)
             self._bind(mf)
+        if self._pos >= self._prepare_at:  # once per file, before anything is written
+            self._prepare_at = INT64_MAX
+            self._owner._prepare_next()
         return mf
 
     # -- appending ----------------------------------------------------------------------------------

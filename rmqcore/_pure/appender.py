@@ -141,6 +141,7 @@ def _int_field(v: Any, name: str, lo: int, hi: int) -> int:
     return int(v)
 
 
+_NEVER = 2**63 - 1  # no position reaches it
 _GIL_YIELD_MAX_S = 0.020  # a dispatch thread's bind work (file creation) takes a few ms
 _I32 = (-(2**31), 2**31 - 1)
 _I64 = (-(2**63), 2**63 - 1)
@@ -170,6 +171,7 @@ class Appender:
         self._clock = clock or _now_ms
         self._lock = threading.Lock()
         self._mf: Any = None
+        self._prepare_at = _NEVER  # at this position in the bound file the owner prepares the next one
         self._queues: dict[tuple[str, int], int] = {}
         self._topics: dict[str, bytes] = {}
         self._closed = False
@@ -185,6 +187,7 @@ class Appender:
     def set_file(self, mf: Any) -> None:
         """Write into MappedFile ``mf`` from its ``wrote_position`` on (None releases the current one)."""
         self._mf = mf
+        self._prepare_at = _NEVER if mf is None else self._owner.prepare_at
         self._live[0] = -1 if mf is None else mf.file_from_offset + mf.wrote_position
 
     def close(self) -> None:
@@ -242,6 +245,10 @@ class Appender:
         if mf is None or mf.wrote_position >= self.file_size:
             mf = self._owner._roll(mf)
             self._mf = mf
+            self._prepare_at = self._owner.prepare_at
+        if mf.wrote_position >= self._prepare_at:  # once per file, before anything is written
+            self._prepare_at = _NEVER
+            self._owner._prepare_next()
         return mf
 
     def put(
