@@ -163,16 +163,13 @@ class ConsumeQueue:
     def unit_span(self, queue_offset: int, max_units: int) -> tuple[MappedFile, int, int] | None:
         """Where ``units(queue_offset, max_units)`` are: ``(file, byte position, count)``, read in
         place by a kernel call (``dispatch.select_units``); None when no file holds the offset."""
-        loc = self._file_for(queue_offset)
-        if loc is None:
-            return None
-        mf, pos = loc
-        return mf, pos, max(0, min(max_units, (mf.wrote_position - pos) // UNIT))
+        _, _, mf, pos, n = self.pull_span(queue_offset, max_units)
+        return None if mf is None else (mf, pos, n)
 
     def pull_span(self, queue_offset: int, max_units: int) -> tuple[int, int, MappedFile | None, int, int]:
         """What a pull needs, read in one pass: ``(min_offset, max_offset, file, byte position,
-        count)``, where ``file, position, count`` are ``unit_span(queue_offset, max_units)`` (the file
-        None and the count 0 when no file holds the offset)."""
+        count)``: the queue's bounds and where up to ``max_units`` units from ``queue_offset`` are,
+        within one file (the file None and the count 0 when no file holds the offset)."""
         lo = self.min_logic_offset // UNIT
         files = self.queue.files
         if not files:

@@ -933,14 +933,9 @@ class MessageStore:
         if not (type(offset) is type(max_msgs) is type(max_bytes) is int):  # the usual case, checked at once
             offset, max_msgs, max_bytes = (int_arg(offset, "offset"), int_arg(max_msgs, "max_msgs"),
                                            int_arg(max_bytes, "max_bytes"))
-        # _caught_up, inline (a pull of one message is mostly fixed costs like these)
-        if self._closed:
-            raise StoreClosedError(f"the store {self.store_dir} is closed")
+        self._caught_up()
         cl = self.commitlog
         cl_max = cl.queue.max_offset()
-        if self._read_your_writes and self.reput_from_offset < cl_max:
-            self.dispatch()
-            cl_max = cl.queue.max_offset()
         cq = self.consume_queues.get((topic, queue_id))
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, [], [], [], self)
