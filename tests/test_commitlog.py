@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rmqcore import layout as L
 from rmqcore.commitlog import Blank, CommitLog, ScanStop, column_buffer
@@ -20,6 +23,7 @@ from rmqcore.errors import (
     StoreClosedError,
 )
 from rmqcore.message import MessageExt, decode_message_id
+from tests.conftest import IMPLS
 
 FS = 4096
 
@@ -211,6 +215,93 @@ def test_bad_input_raises_and_writes_nothing(tmp_path: Path, impl, kwargs, exc) 
             cl.put(args.pop("topic"), args.pop("body"), args.pop("queue_id"), **args)
         assert cl.max_offset == before
         assert cl.put("T", b"next", 0).queue_offset == 1
+
+
+# ASCII with both separators, their neighbours and a space (the KEYS token separator)
+_PROP_TEXT = st.text(alphabet=st.sampled_from("\x00\x01\x02\x03 aZ~#\x7f"), max_size=40)
+
+
+@settings(max_examples=120, deadline=None)
+@given(tags=st.one_of(st.none(), _PROP_TEXT), keys=st.one_of(st.none(), _PROP_TEXT))
+def test_separators_in_tags_and_keys(tags: str | None, keys: str | None) -> None:
+    """The native put checks ASCII tags and keys for RocketMQ's separators (\\x01, \\x02) eight
+    bytes at a time, re-reading the last eight for a tail, and byte by byte below eight: a separator
+    at any position is refused and nothing is written; anything else is stored as given, by both
+    twins alike."""
+    bad = any(v is not None and ("\x01" in v or "\x02" in v) for v in (tags, keys))
+    parts = ([] if keys is None else [f"KEYS\x01{keys}"]) + ([] if tags is None else [f"TAGS\x01{tags}"])
+    want = "\x02".join(parts) + ("\x02" if parts else "")  # flavour 5 ends a non-empty string with \x02
+    for name in IMPLS:
+        with tempfile.TemporaryDirectory(prefix="rmqscratch-") as d, \
+                CommitLog(d, impl=name, file_size=FS, clock=lambda: 1_700_000_000_000) as cl:
+            if bad:
+                with pytest.raises(InvalidMessageError, match="separator"):
+                    cl.put("T", b"b", 0, tags=tags, keys=keys)
+                assert cl.max_offset == 0
+            else:
+                cl.put("T", b"b", 0, tags=tags, keys=keys)
+                assert cl.read(0).properties_string == want
+
+
+@pytest.mark.parametrize("n", range(1, 26))
+def test_a_separator_at_every_position_is_refused(tmp_path: Path, impl, n: int) -> None:
+    """Every position of strings of 1-25 bytes (shorter than a word, whole words, tails)."""
+    with _cl(tmp_path, impl) as cl:
+        for at in range(n):
+            for sep in "\x01\x02":
+                s = "k" * at + sep + "k" * (n - at - 1)
+                for kw in (dict(keys=s), dict(tags=s), dict(keys="ok", tags=s)):
+                    with pytest.raises(InvalidMessageError, match="separator"):
+                        cl.put("T", b"b", 0, **kw)
+        assert cl.max_offset == 0
+        tags, keys = "\x00\x03" * n, "\x7f" * n  # the separators' neighbours are allowed
+        cl.put("T", b"b", 0, tags=tags, keys=keys)
+        assert cl.read(0).properties_string == "KEYS\x01" + keys + "\x02TAGS\x01" + tags + "\x02"
+
+
+@pytest.mark.parametrize("field, value", [
+    ("queue_id", 2**31), ("queue_id", 2**64), ("queue_id", -(2**70)), ("flag", -(2**31) - 1),
+    ("sys_flag", 2**100), ("reconsume_times", 2**31), ("prepared_transaction_offset", 2**63),
+    ("prepared_transaction_offset", -(2**63) - 1), ("born_timestamp", -(2**200)),
+])  # fmt: skip
+def test_int_fields_out_of_range_write_nothing(tmp_path: Path, impl, field: str, value: int) -> None:
+    """Integers past the field's range, int64's included, are an InvalidMessageError, not an
+    OverflowError, and nothing is written; the extremes that fit are stored."""
+    with _cl(tmp_path, impl) as cl:
+        kw = dict(queue_id=0) | {field: value}
+        with pytest.raises(InvalidMessageError) as e:
+            cl.put("T", b"b", kw.pop("queue_id"), **kw)
+        assert not isinstance(e.value, OverflowError)
+        assert cl.max_offset == 0
+        r = cl.put("T", b"b", 2**31 - 1, flag=-(2**31), prepared_transaction_offset=-(2**63),
+                   born_timestamp=2**63 - 1)
+        m = cl.read(r.physical_offset)
+        assert (m.queue_id, m.flag, m.prepared_transaction_offset, m.born_timestamp) == \
+            (2**31 - 1, -(2**31), -(2**63), 2**63 - 1)
+
+
+def test_any_int32_queue_id_keeps_its_own_offsets(tmp_path: Path, impl) -> None:
+    """Queue ids up to 2**31 - 1 are valid. The native twin keeps ids below 4096 in an array and
+    larger ones in a dict: a put to queue 2**31 - 1 once grew the array to 16 GiB."""
+    import resource
+    import sys
+
+    def rss_bytes() -> int:
+        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return r if sys.platform == "darwin" else r * 1024
+
+    before = rss_bytes()
+    with _cl(tmp_path, impl, file_size=1 << 20) as cl:
+        qids = [0, 4095, 4096, 70_000, 2**31 - 1]
+        for rnd in range(2):
+            for q in qids:
+                assert cl.put("T", b"b", q).queue_offset == rnd
+        for q in qids:
+            assert cl.put_batch("T", [b"x", b"y"], q).queue_offset == 2
+        cl.set_queue_offset("T", 2**31 - 2, 7)
+        assert cl.put("T", b"b", 2**31 - 2).queue_offset == 7
+        assert cl.topic_queue_table == {**{("T", q): 4 for q in qids}, ("T", 2**31 - 2): 8}
+    assert rss_bytes() - before < 256 << 20
 
 
 @pytest.mark.parametrize("bad", [b"x" * 1025, bytearray(1025), memoryview(b"x" * 2000), 7, None])
