@@ -496,7 +496,7 @@ class CommitLog:
         and why is yielded last (a torn tail after a crash is reported, not decoded).
         """
         self._check_open()
-        offset = self.min_offset if from_offset is None else from_offset
+        offset = self.min_offset if from_offset is None else int_arg(from_offset, "from_offset")
         decode = self._codec.decode_record
         peek = self._codec.peek_record
         for mf in self.queue:
@@ -531,11 +531,18 @@ class CommitLog:
 
         Stays within one file; an empty batch with ``next_offset`` at the next file means a BLANK
         was crossed. The buffer is copied once (the batch stays valid after the store closes).
+
+        Raises:
+            ConfigError: ``offset`` is not an int, or ``max_records`` not an int >= 1.
         """
         self._check_open()
+        offset, max_records = int_arg(offset, "offset"), int_arg(max_records, "max_records")
+        if max_records < 1:
+            raise ConfigError(f"max_records must be >= 1, not {max_records}")
         mf = self.queue.find(offset)
         pos = offset - mf.file_from_offset
-        out = column_buffer(max_records)
+        # columns for no more records than the written bytes can hold (any max_records is accepted)
+        out = column_buffer(min(max_records, max(0, mf.wrote_position - pos) // L.MIN_RECORD_SIZE + 1))
         count, end, status = self._codec.decode_batch(mf.mm, pos, mf.wrote_position, out, verify_crc)
         data = bytes(mf.mm[pos:end]) if count else b""
         cols = out if count == out.shape[1] else out[:, :count].copy()  # a full batch is not copied again

@@ -456,6 +456,22 @@ def test_read_batch_columns_match_records(tmp_path: Path, impl) -> None:
     assert got == [(r.physical_offset, f"T{i % 3}", bytes([i]) * i, i % 4) for i, r in enumerate(rs)]
 
 
+def test_read_batch_any_max_records(tmp_path: Path, impl) -> None:
+    """A huge max_records reads what there is (columns are sized by the bytes written, not by the
+    argument: 2**62 rows once raised numpy's "array is too big"); below 1 or not an int is a
+    ConfigError (0 used to read one record)."""
+    with _cl(tmp_path, impl, prepare_next=False, file_size=1 << 16) as cl:
+        rs = [cl.put("T", bytes([i]) * i, 0) for i in range(30)]
+        for n in (2**62, np.int64(2**40), 31, 30):
+            b = cl.read_batch(0, n)
+            assert b.physical_positions.tolist() == [r.physical_offset for r in rs] and b.next_offset == cl.max_offset
+        assert len(cl.read_batch(rs[29].physical_offset, 2**62)) == 1
+        assert len(cl.read_batch(cl.max_offset, 2**62)) == 0
+        for bad in (0, -1, 1.5, "8", None):
+            with pytest.raises(ConfigError):
+                cl.read_batch(0, bad)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("cap", [1, 100, 511, 512, 513, 1000, 8192])
 def test_column_buffer_rows_are_off_4k_aliasing(cap: int) -> None:
     buf = column_buffer(cap)
