@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from . import layout as L
-from .errors import ConfigError
+from .errors import ConfigError, InvalidTopicError
 from .mappedfile import MappedFile, MappedFileQueue
 
-__all__ = ["ConsumeQueue", "BLANK_UNIT", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST", "put_grouped"]
+__all__ = ["ConsumeQueue", "check_topic_dir", "BLANK_UNIT", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST", "put_grouped"]
 
 _UNIT = struct.Struct(">qiq")
 UNIT = L.CQ_UNIT_SIZE
@@ -71,6 +71,18 @@ def put_grouped(queue_of: Callable[[int], ConsumeQueue], keys: np.ndarray, phys:
         queue_of(g).put_many(phys[i], sizes[i], tags[i], qoffs[i])
 
 
+def check_topic_dir(topic: object) -> None:
+    """A topic names a directory, ``consumequeue/<topic>/``: a str that is one path component
+    (not empty, ``.`` or ``..``, no ``/``, ``\\`` or NUL), so that no topic, from an argument or
+    from a record in a file, reaches outside the store.
+
+    Raises:
+        InvalidTopicError: it is not.
+    """
+    if not isinstance(topic, str) or topic in ("", ".", "..") or any(c in topic for c in "/\\\0"):
+        raise InvalidTopicError(f"topic {topic!r} cannot name a consume-queue directory")
+
+
 class ConsumeQueue:
     """One consume queue (a topic and queue id)."""
 
@@ -80,6 +92,7 @@ class ConsumeQueue:
     ) -> None:
         if file_size <= 0 or file_size % UNIT:
             raise ConfigError(f"consume queue file size must be a positive multiple of 20, not {file_size}")
+        check_topic_dir(topic)
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size

@@ -26,6 +26,7 @@ __all__ = [
     "ChecksumError",
     "TruncatedRecordError",
     "RecordSizeError",
+    "InvalidRecordError",
     "IndexCorruptError",
     "DiskFullError",
     "FlushDiskTimeoutError",
@@ -128,6 +129,11 @@ class TruncatedRecordError(CorruptionError):
 
 class RecordSizeError(CorruptionError):
     """The size field disagrees with the size recomputed from the record's own lengths."""
+
+
+class InvalidRecordError(CorruptionError):
+    """A record is well formed but holds a value no RocketMQ writer produces (a topic that cannot
+    name a consume-queue directory, such as one with a '/')."""
 
 
 class IndexCorruptError(CorruptionError):

@@ -38,12 +38,21 @@ from .checkpoint import StoreCheckpoint
 from .commitlog import AppendResult, BatchAppendResult, CommitLog, raise_status
 from .config import StoreConfig, detect_file_size, int_arg, load_geometry, save_geometry
 from .configfiles import dumps_fastjson, load_with_bak, persist
-from .consumequeue import BOUNDARY_LOWER, BOUNDARY_NEAREST, BOUNDARY_UPPER, ConsumeQueue, put_grouped
+from .consumequeue import (
+    BOUNDARY_LOWER,
+    BOUNDARY_NEAREST,
+    BOUNDARY_UPPER,
+    ConsumeQueue,
+    check_topic_dir,
+    put_grouped,
+)
 from .errors import (
     ConfigError,
     CorruptionError,
     DiskFullError,
     InvalidMessageError,
+    InvalidRecordError,
+    InvalidTopicError,
     OffsetOutOfRangeError,
     RmqError,
     StoreClosedError,
@@ -132,6 +141,14 @@ def _tag_codes(expr: str | None) -> set[int] | None:
 
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+def _check_offset_key(group: Any, topic: Any) -> None:
+    """A consumer offset is keyed ``topic@group`` (consumerOffset.json): both str, neither with '@'."""
+    if not (isinstance(group, str) and isinstance(topic, str)):
+        raise ConfigError(f"group and topic must be str, not {type(group).__name__} and {type(topic).__name__}")
+    if "@" in topic or "@" in group:
+        raise InvalidMessageError("topic and group may not contain '@'")
 
 
 def _query_args(what: str, topic: Any, key: Any, begin: Any, end: Any, max_num: Any) -> tuple[int, int, int]:
@@ -701,7 +718,7 @@ class MessageStore:
                     first_key = a
                     self._index_resume = (nxt, a)
             if stop == k.STOP_QUEUE:
-                self._bind_queue(bytes(mf.mm[a : a + b]), c, d)
+                self._bind_queue(bytes(mf.mm[a : a + b]), c, d, mf.path, at)
             elif stop == k.STOP_INDEX:
                 self._bind_index()
             elif stop == k.STOP_SPECIAL:
@@ -730,10 +747,18 @@ class MessageStore:
             mf.wrote_position = wrote
             cq.max_physic_offset = max_phys
 
-    def _bind_queue(self, topic_b: bytes, queue_id: int, queue_offset: int) -> None:
+    def _bind_queue(self, topic_b: bytes, queue_id: int, queue_offset: int, path: Any = None,
+                    position: int = -1) -> None:
         """Give the dispatcher the writable file of a queue (created, with the pre-blank fill of a
-        queue that starts past 0, when it has none; the next one when it is full)."""
-        cq = self.consume_queue(topic_b.decode("utf-8"), queue_id, create=True)
+        queue that starts past 0, when it has none; the next one when it is full). The record at
+        ``position`` of ``path`` needs it; a topic that cannot be a directory name is reported
+        there (RocketMQ would create the directory wherever the topic points)."""
+        topic = topic_b.decode("utf-8")
+        try:
+            check_topic_dir(topic)
+        except InvalidTopicError as e:
+            raise InvalidRecordError(str(e), position, None if path is None else str(path)) from None
+        cq = self.consume_queue(topic, queue_id, create=True)
         assert cq is not None
         mf = cq._writable(queue_offset * L.CQ_UNIT_SIZE)
         self._dispatcher.bind_queue(topic_b, queue_id, mf.mm, mf.file_from_offset, mf.wrote_position,
@@ -901,16 +926,24 @@ class MessageStore:
         return True
 
     # -- reading ----------------------------------------------------------------------------------------
+    def _queue_of(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The consume queue of (topic, queue_id), None when there is none; an argument that cannot
+        name a queue at all (unhashable) is a ConfigError, not the dict's TypeError."""
+        try:
+            return self.consume_queues.get((topic, queue_id))
+        except TypeError:
+            raise ConfigError(f"no queue is named by topic {topic!r} and queue_id {queue_id!r}") from None
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         """getMinOffsetInQueue (0 for an unknown queue)."""
         self._caught_up()
-        cq = self.consume_queues.get((topic, queue_id))
+        cq = self._queue_of(topic, queue_id)
         return cq.min_offset if cq else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """getMaxOffsetInQueue: one past the last message (0 for an unknown queue)."""
         self._caught_up()
-        cq = self.consume_queues.get((topic, queue_id))
+        cq = self._queue_of(topic, queue_id)
         return cq.max_offset if cq else 0
 
     def read_record_bytes(self, physical_offset: int, size: int) -> bytes:
@@ -936,7 +969,10 @@ class MessageStore:
         self._caught_up()
         cl = self.commitlog
         cl_max = cl.queue.max_offset()
-        cq = self.consume_queues.get((topic, queue_id))
+        try:
+            cq = self.consume_queues.get((topic, queue_id))
+        except TypeError:
+            cq = self._queue_of(topic, queue_id)  # raises ConfigError
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, [], [], [], self)
         # maxFilterMessageCount: 16000 bytes of units
@@ -1117,7 +1153,7 @@ class MessageStore:
         self._caught_up()
         if boundary not in (BOUNDARY_LOWER, BOUNDARY_UPPER, BOUNDARY_NEAREST):
             raise InvalidMessageError(f"boundary must be 'lower', 'upper' or 'nearest', not {boundary!r}")
-        cq = self.consume_queues.get((topic, queue_id))
+        cq = self._queue_of(topic, queue_id)
         if cq is None:
             return 0
         if boundary != BOUNDARY_NEAREST and self.segindex is not None and self.segindex.monotonic:
@@ -1167,7 +1203,7 @@ class MessageStore:
                 if isinstance(item, MessageExt):
                     return item.store_timestamp
             return -1
-        cq = self.consume_queues.get((topic, queue_id if queue_id is not None else 0))
+        cq = self._queue_of(topic, queue_id if queue_id is not None else 0)
         if cq is None or cq.max_offset <= cq.min_offset:
             return -1
         unit = cq.get(cq.min_offset)
@@ -1185,10 +1221,14 @@ class MessageStore:
                 for v in views: handle(v)          # bytes of each record, no copy
         """
         self._check_open()
+        try:
+            offsets = iter(physical_offsets)
+        except TypeError:
+            raise ConfigError(f"physical_offsets must be an iterable of ints, not {physical_offsets!r}") from None
         views: list[memoryview] = []
         self._views_out += 1
         try:
-            for off in physical_offsets:
+            for off in offsets:
                 off = int_arg(off, "a physical offset")
                 mf = self.commitlog.queue.find(off)
                 pos = off - mf.file_from_offset
@@ -1294,8 +1334,7 @@ class MessageStore:
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Record the next offset ``group`` will consume (persisted to config/consumerOffset.json)."""
         self._check_writable()
-        if "@" in topic or "@" in group:
-            raise InvalidMessageError("topic and group may not contain '@'")
+        _check_offset_key(group, topic)
         queue_id, offset = int_arg(queue_id, "queue_id"), int_arg(offset, "offset")
         key = f"{topic}@{group}"
         before = self._offsets.get(key)
@@ -1311,7 +1350,8 @@ class MessageStore:
 
     def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset of ``group`` on a queue, -1 when none (queryOffset)."""
-        return self._offsets.get(f"{topic}@{group}", {}).get(queue_id, -1)
+        _check_offset_key(group, topic)
+        return self._offsets.get(f"{topic}@{group}", {}).get(int_arg(queue_id, "queue_id"), -1)
 
     def topics(self) -> dict[str, int]:
         """Known topics and their queue counts (config/topics.json)."""

@@ -402,3 +402,66 @@ def test_get_messages_takes_integer_arguments_of_any_int_type(tmp_path: Path, im
             args.update(bad)
             with pytest.raises(ConfigError):
                 s.get_messages("g", "T", 0, args["offset"], args["max_msgs"], args["max_bytes"])
+
+
+def test_a_record_topic_that_is_no_directory_name_is_reported_not_followed(tmp_path: Path, impl) -> None:
+    """A CommitLog record whose topic is a path ("../../outside1": the body CRC does not cover the
+    topic) once made dispatch create consume-queue files outside the store, wherever the topic
+    pointed. Now the record is reported where it is and nothing is created."""
+    import shutil
+
+    from rmqcore.errors import InvalidRecordError
+
+    d = tmp_path / "store"
+    geom = dict(commitlog_file_size=1 << 20, cq_file_size=200, index_slots=10, index_entries=40)
+    with MessageStore(d, impl=impl.name, **geom) as s:
+        s.put("Topic_ok_first", b"a", 0)
+        r = s.put("AAAAAAAAAAAAAA", b"hello", 0)
+    cl = d / "commitlog" / "00000000000000000000"
+    raw = bytearray(cl.read_bytes())
+    i = raw.index(b"AAAAAAAAAAAAAA")
+    raw[i : i + 14] = b"../../outside1"
+    cl.write_bytes(bytes(raw))
+    shutil.rmtree(d / "consumequeue")  # dispatch rebuilds the consume queues from the CommitLog
+    (d / "checkpoint").unlink()
+    with pytest.raises(InvalidRecordError) as e:
+        MessageStore(d, impl=impl.name)
+    assert (e.value.path, e.value.position) == (str(cl), r.physical_offset)
+    assert "../../outside1" in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+    assert not (d / "consumequeue" / ".." / ".." / "outside1").exists()
+
+
+@pytest.mark.parametrize("topic", ["", ".", "..", "a/b", "/abs", "a\\b", "nul\0", "../x"])
+def test_consume_queue_topics_are_one_path_component(tmp_path: Path, impl, topic: str) -> None:
+    from rmqcore.consumequeue import ConsumeQueue
+    from rmqcore.errors import InvalidTopicError
+
+    with MessageStore(tmp_path / "s", impl=impl.name, commitlog_file_size=1 << 20) as s:
+        with pytest.raises(InvalidTopicError):
+            s.consume_queue(topic, 0, create=True)
+    with pytest.raises(InvalidTopicError):
+        ConsumeQueue(tmp_path / "s", topic, 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]
+
+
+def test_reads_and_offsets_take_only_names_and_ints(tmp_path: Path, impl) -> None:
+    """Arguments of the wrong type are a ConfigError (the README's promise for offsets, counts and
+    ids), never the TypeError of a dict lookup or of a string operation inside."""
+    with MessageStore(tmp_path, impl=impl.name, commitlog_file_size=1 << 20, dispatch="inline") as s:
+        r = s.put("T", b"x", 0)
+        s.commit_offset("g", "T", 0, 1)
+        bad_calls = [
+            lambda: s.commit_offset(7, "T", 0, 1), lambda: s.commit_offset("g", b"T", 0, 1),
+            lambda: s.commit_offset("g", "T", "0", 1), lambda: s.fetch_offset(None, "T", 0),
+            lambda: s.fetch_offset("g", "T", [0]), lambda: s.min_offset([1], 0), lambda: s.max_offset("T", {}),
+            lambda: s.get_messages("g", ["T"], 0, 0), lambda: s.offset_by_time("T", [0], 0),
+            lambda: s.earliest_message_time("T", [0]), lambda: s.commitlog.read_batch("0"),
+            lambda: list(s.commitlog.iter_records("0")), lambda: s.record_views(r.physical_offset).__enter__(),
+        ]
+        for call in bad_calls:
+            with pytest.raises(ConfigError):
+                call()
+        assert s.fetch_offset("g", "T", 0) == 1 and s.min_offset("T", 0) == 0 and s.max_offset("T", 0) == 1
+        with s.record_views(iter([r.physical_offset])) as views:
+            assert len(views) == 1
