@@ -109,6 +109,6 @@ def load_with_bak(path: Path) -> Any | None:
             continue
         try:
             return loads_fastjson(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting too deep for the parser
             continue
     return None

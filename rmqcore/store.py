@@ -23,6 +23,7 @@ import contextlib
 import fcntl
 import functools
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -141,6 +142,18 @@ def _tag_codes(expr: str | None) -> set[int] | None:
 
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
+_INT_TEXT = re.compile(r"-?[0-9]+")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_int_text(v: Any) -> bool:
+    """A map key fastjson wrote bare (``{0:37960}``), quoted by loads_fastjson."""
+    return isinstance(v, str) and _INT_TEXT.fullmatch(v) is not None
 
 
 def _check_offset_key(group: Any, topic: Any) -> None:
@@ -504,11 +517,16 @@ class MessageStore:
 
     # -- config files ---------------------------------------------------------------------------------
     def _load_consumer_offsets(self) -> None:
-        data = load_with_bak(self.store_dir / "config" / "consumerOffset.json")
+        path = self.store_dir / "config" / "consumerOffset.json"
+        data = load_with_bak(path)
         table = (data or {}).get("offsetTable", {}) if isinstance(data, dict) else {}
+        if not isinstance(table, dict):
+            raise CorruptionError("offsetTable is not a map", path=str(path))
         for key, qmap in table.items():
-            if isinstance(qmap, dict):
-                self._offsets[key] = {int(q): int(v) for q, v in qmap.items()}
+            # ConsumerOffsetManager.offsetTable: topic@group -> {queue id: offset}, integers only
+            if not isinstance(qmap, dict) or not all(_is_int_text(q) and _is_int(v) for q, v in qmap.items()):
+                raise CorruptionError(f"offsets of {key!r} are not a map of integers: {qmap!r:.80}", path=str(path))
+            self._offsets[key] = {int(q): v for q, v in qmap.items()}
 
     def _persist_consumer_offsets(self) -> None:
         table = {k: dict(v) for k, v in self._offsets.items()}
@@ -518,9 +536,14 @@ class MessageStore:
         self._topics_loaded = True
         data = load_with_bak(self.store_dir / "config" / "topics.json")
         table = (data or {}).get("topicConfigTable", {}) if isinstance(data, dict) else {}
+        path = self.store_dir / "config" / "topics.json"
+        if not isinstance(table, dict):
+            raise CorruptionError("topicConfigTable is not a map", path=str(path))
         for name, tc in table.items():
-            if isinstance(tc, dict):
-                self._topics[name] = int(tc.get("writeQueueNums", 4))
+            nq: Any = tc.get("writeQueueNums", 4) if isinstance(tc, dict) else None
+            if not _is_int(nq):
+                raise CorruptionError(f"topic {name!r} has no integer writeQueueNums: {tc!r:.80}", path=str(path))
+            self._topics[name] = int(nq)
 
     def _persist_topics(self) -> None:
         table = {}

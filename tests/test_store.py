@@ -465,3 +465,41 @@ def test_reads_and_offsets_take_only_names_and_ints(tmp_path: Path, impl) -> Non
         assert s.fetch_offset("g", "T", 0) == 1 and s.min_offset("T", 0) == 0 and s.max_offset("T", 0) == 1
         with s.record_views(iter([r.physical_offset])) as views:
             assert len(views) == 1
+
+
+@pytest.mark.parametrize("name, text", [
+    ("consumerOffset.json", '{"offsetTable":{"T@g":{0:{"a":1}}}}'),
+    ("consumerOffset.json", '{"offsetTable":{"T@g":{"x":1}}}'),
+    ("consumerOffset.json", '{"offsetTable":{"T@g":{"--5":1}}}'),
+    ("consumerOffset.json", '{"offsetTable":{"T@g":{0:1.5}}}'),
+    ("consumerOffset.json", '{"offsetTable":{"T@g":{0:true}}}'),
+    ("consumerOffset.json", '{"offsetTable":{"T@g":[1,2]}}'),
+    ("consumerOffset.json", '{"offsetTable":[1]}'),
+    ("topics.json", '{"topicConfigTable":{"T":{"writeQueueNums":"8"}}}'),
+    ("topics.json", '{"topicConfigTable":{"T":{"writeQueueNums":[8]}}}'),
+    ("topics.json", '{"topicConfigTable":{"T":7}}'),
+])  # fmt: skip
+def test_a_config_file_of_the_wrong_shape_is_corrupt(tmp_path: Path, impl, name: str, text: str) -> None:
+    """JSON that parses but is not what a broker writes is reported with the file's path (it used
+    to surface as the TypeError or ValueError of an int() inside, or to be skipped silently)."""
+    from rmqcore.errors import CorruptionError
+
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        s.put("T", b"x", 0)
+        s.commit_offset("g", "T", 0, 1)
+    (tmp_path / "config" / name).write_text(text)
+    with pytest.raises(CorruptionError) as e:
+        MessageStore(tmp_path, impl=impl.name)
+    assert e.value.path == str(tmp_path / "config" / name)
+
+
+def test_a_config_file_nested_too_deep_falls_back_to_its_bak(tmp_path: Path, impl) -> None:
+    """Nesting past the parser's recursion limit is an unparsable file, like "{garbage": the .bak
+    is read instead (it used to raise RecursionError out of the open)."""
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        s.put("T", b"x", 0)
+        s.commit_offset("g", "T", 0, 1)
+        s.commit_offset("g", "T", 0, 2)
+    (tmp_path / "config" / "consumerOffset.json").write_text("[" * 100_000 + "]" * 100_000)
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        assert s.fetch_offset("g", "T", 0) == 1
