@@ -38,8 +38,8 @@ def _advise_huge(mm: mmap.mmap) -> None:
     """MADV_HUGEPAGE on a writable file map: the page cache then holds its pages in large folios
     (up to 2 MiB, where the filesystem supports them: ext4 on recent kernels), and write-back
     write-protects a folio with one TLB shootdown instead of one per 4 KiB page. Those shootdowns
-    interrupt every CPU running the process's threads; on this class of VM they slowed a put loop
-    by a quarter while the flusher ran. The cost: a sync writes a written folio whole, so this is
+    interrupt every CPU running the process's threads; on this class of VM a put loop took
+    1.3-1.6x as long while the flusher ran. The cost: a sync writes a written folio whole, so this is
     for asynchronous flushing only (see ``huge_pages``). A hint: where the kernel lacks THP
     (EINVAL), the map simply stays as it is."""
     if _MADV_HUGEPAGE is not None:
