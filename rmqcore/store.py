@@ -44,7 +44,6 @@ from .consumequeue import (
     BOUNDARY_NEAREST,
     BOUNDARY_UPPER,
     ConsumeQueue,
-    check_topic_dir,
     put_grouped,
 )
 from .errors import (
@@ -539,9 +538,9 @@ class MessageStore:
 
     def _load_topics(self) -> None:
         self._topics_loaded = True
-        data = load_with_bak(self.store_dir / "config" / "topics.json")
-        table = (data or {}).get("topicConfigTable", {}) if isinstance(data, dict) else {}
         path = self.store_dir / "config" / "topics.json"
+        data = load_with_bak(path)
+        table = (data or {}).get("topicConfigTable", {}) if isinstance(data, dict) else {}
         if not isinstance(table, dict):
             raise CorruptionError("topicConfigTable is not a map", path=str(path))
         for name, tc in table.items():
@@ -782,12 +781,10 @@ class MessageStore:
         queue that starts past 0, when it has none; the next one when it is full). The record at
         ``position`` of ``path`` needs it; a topic that cannot be a directory name is reported
         there (RocketMQ would create the directory wherever the topic points)."""
-        topic = topic_b.decode("utf-8")
         try:
-            check_topic_dir(topic)
+            cq = self.consume_queue(topic_b.decode("utf-8"), queue_id, create=True)  # ConsumeQueue checks the topic
         except InvalidTopicError as e:
             raise InvalidRecordError(str(e), position, None if path is None else str(path)) from None
-        cq = self.consume_queue(topic, queue_id, create=True)
         assert cq is not None
         mf = cq._writable(queue_offset * L.CQ_UNIT_SIZE)
         self._dispatcher.bind_queue(topic_b, queue_id, mf.mm, mf.file_from_offset, mf.wrote_position,

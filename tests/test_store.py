@@ -4,6 +4,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -13,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from rmqcore.configfiles import loads_fastjson
-from rmqcore.errors import ConfigError, DiskFullError, StoreClosedError
+from rmqcore.consumequeue import ConsumeQueue
+from rmqcore.errors import (
+    ConfigError,
+    CorruptionError,
+    DiskFullError,
+    InvalidRecordError,
+    InvalidTopicError,
+    StoreClosedError,
+)
 from rmqcore.store import GetStatus, MessageStore
 
 GEOM = dict(commitlog_file_size=64 * 1024, cq_file_size=200, index_slots=50, index_entries=200)
@@ -408,10 +418,6 @@ def test_a_record_topic_that_is_no_directory_name_is_reported_not_followed(tmp_p
     """A CommitLog record whose topic is a path ("../../outside1": the body CRC does not cover the
     topic) once made dispatch create consume-queue files outside the store, wherever the topic
     pointed. Now the record is reported where it is and nothing is created."""
-    import shutil
-
-    from rmqcore.errors import InvalidRecordError
-
     d = tmp_path / "store"
     geom = dict(commitlog_file_size=1 << 20, cq_file_size=200, index_slots=10, index_entries=40)
     with MessageStore(d, impl=impl.name, **geom) as s:
@@ -434,9 +440,6 @@ def test_a_record_topic_that_is_no_directory_name_is_reported_not_followed(tmp_p
 
 @pytest.mark.parametrize("topic", ["", ".", "..", "a/b", "/abs", "a\\b", "nul\0", "../x"])
 def test_consume_queue_topics_are_one_path_component(tmp_path: Path, impl, topic: str) -> None:
-    from rmqcore.consumequeue import ConsumeQueue
-    from rmqcore.errors import InvalidTopicError
-
     with MessageStore(tmp_path / "s", impl=impl.name, commitlog_file_size=1 << 20) as s:
         with pytest.raises(InvalidTopicError):
             s.consume_queue(topic, 0, create=True)
@@ -482,8 +485,6 @@ def test_reads_and_offsets_take_only_names_and_ints(tmp_path: Path, impl) -> Non
 def test_a_config_file_of_the_wrong_shape_is_corrupt(tmp_path: Path, impl, name: str, text: str) -> None:
     """JSON that parses but is not what a broker writes is reported with the file's path (it used
     to surface as the TypeError or ValueError of an int() inside, or to be skipped silently)."""
-    from rmqcore.errors import CorruptionError
-
     with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
         s.put("T", b"x", 0)
         s.commit_offset("g", "T", 0, 1)
@@ -507,8 +508,6 @@ def test_a_config_file_nested_too_deep_falls_back_to_its_bak(tmp_path: Path, imp
 
 def _vm_flags(path: Path) -> set[str] | None:
     """VmFlags of this process's map of ``path`` (/proc/self/smaps), None when it is not mapped."""
-    import re
-
     inside, flags = False, None
     for line in Path("/proc/self/smaps").read_text().splitlines():
         if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):

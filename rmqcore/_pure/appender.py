@@ -244,8 +244,7 @@ class Appender:
         mf = self._mf
         if mf is None or mf.wrote_position >= self.file_size:
             mf = self._owner._roll(mf)
-            self._mf = mf
-            self._prepare_at = self._owner.prepare_at
+            self.set_file(mf)
         if mf.wrote_position >= self._prepare_at:  # once per file, before anything is written
             self._prepare_at = _NEVER
             self._owner._prepare_next()
