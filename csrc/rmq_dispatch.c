@@ -18,6 +18,7 @@
 
 #include "rmq_endian.h"
 #include "rmq_hash.h"
+#include "rmq_hints.h"
 #include "rmq_utf8.h"
 
 #if !defined(RMQ_DISPATCH_NO_SIMD) && \
@@ -492,4 +493,89 @@ int rmq_dispatch_batch(const unsigned char *buf, int64_t pos, int64_t limit, int
     *end_pos = pos;
     *nkeys = nk;
     return status;
+}
+
+int64_t rmq_dispatch_hinted(const int64_t *ring, int64_t head, int64_t *ri, const unsigned char *buf,
+                            int64_t file_from, int64_t pos, int64_t limit, int64_t cap, int64_t *cols,
+                            int64_t cols_rs, int64_t *disp, int64_t disp_rs, int64_t *keys, int64_t *end_pos,
+                            int64_t *nkeys, int64_t *next_hint)
+{
+    int64_t n = 0, nk = 0, r = *ri;
+    *next_hint = -1;
+    if (head - r > RMQ_HINT_CAPACITY) /* overwritten since: the oldest hint still there */
+        r = head - RMQ_HINT_CAPACITY;
+    while (n < cap && r < head) {
+        const int64_t *e = ring + (r & (RMQ_HINT_CAPACITY - 1)) * RMQ_HINT_FIELDS;
+        const int64_t s1 = __atomic_load_n(&e[RMQ_H_SEQ], __ATOMIC_ACQUIRE);
+        int64_t phys, sz, q, qoff, ts, tags, key, size, nkr, tlen, qid, trel, at;
+        const unsigned char *p;
+        uint32_t magic;
+        if (s1 != r) {
+            /* -1: invalidated (skip it); newer: hints r .. s1 - capacity were overwritten (r only
+             * moves forward, whatever the ring holds) */
+            r = s1 - RMQ_HINT_CAPACITY + 1 > r ? s1 - RMQ_HINT_CAPACITY + 1 : r + 1;
+            continue;
+        }
+        phys = __atomic_load_n(&e[RMQ_H_PHYS], __ATOMIC_RELAXED);
+        sz = __atomic_load_n(&e[RMQ_H_SIZE], __ATOMIC_RELAXED);
+        q = __atomic_load_n(&e[RMQ_H_QUEUE], __ATOMIC_RELAXED);
+        qoff = __atomic_load_n(&e[RMQ_H_QOFF], __ATOMIC_RELAXED);
+        ts = __atomic_load_n(&e[RMQ_H_TS], __ATOMIC_RELAXED);
+        tags = __atomic_load_n(&e[RMQ_H_TAGS], __ATOMIC_RELAXED);
+        key = __atomic_load_n(&e[RMQ_H_KEY], __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&e[RMQ_H_SEQ], __ATOMIC_RELAXED) != s1)
+            break; /* overwritten while read: this reader is a ring behind, parse */
+        at = file_from + pos;
+        if (phys < at) { /* a record dispatched already */
+            r++;
+            continue;
+        }
+        if (phys > at) { /* the record at pos has no hint */
+            *next_hint = phys;
+            break;
+        }
+        size = sz & 0xFFFFFFFF;
+        nkr = (sz >> 32) & 0xFF;
+        tlen = (sz >> 40) & 0xFFFF;
+        qid = q & 0xFFFFFFFF;
+        trel = (int64_t)((uint64_t)q >> 32);
+        if (size < 64 || size > limit - pos || trel + tlen > size || nkr > 1) {
+            *next_hint = at; /* not a hint this reader can use: parse this one record */
+            break;
+        }
+        p = buf + pos;
+        magic = rmq_load_be32(p + 4);
+        if (rmq_load_be32s(p) != size || (magic != 0xDAA320A7u && magic != 0xDAA320ABu) ||
+            rmq_load_be32s(p + 12) != qid || rmq_load_be64s(p + 20) != qoff || rmq_load_be64s(p + 28) != phys ||
+            (rmq_load_be32s(p + 36) & 0xC) != 0) {
+            *next_hint = at; /* not the record this hint describes: parse this one record */
+            break;
+        }
+#define COL(c) cols[(int64_t)(c) * cols_rs + n]
+#define DSP(c) disp[(int64_t)(c) * disp_rs + n]
+        COL(RMQ_C_POSITION) = pos;
+        COL(RMQ_C_SIZE) = size;
+        COL(RMQ_C_SYS_FLAG) = rmq_load_be32s(p + 36);
+        COL(RMQ_C_QUEUE_ID) = qid;
+        COL(RMQ_C_QUEUE_OFFSET) = qoff;
+        COL(RMQ_C_STORE_TIMESTAMP) = ts;
+        COL(RMQ_C_TOPIC_POS) = pos + trel;
+        COL(RMQ_C_TOPIC_LEN) = tlen;
+        DSP(RMQ_D_TAGS_CODE) = tags;
+        DSP(RMQ_D_FLAGS) = 0;
+        DSP(RMQ_D_KEYS_START) = nk;
+        DSP(RMQ_D_KEYS_COUNT) = nkr;
+#undef COL
+#undef DSP
+        if (nkr)
+            keys[nk++] = key;
+        n++;
+        pos += size;
+        r++;
+    }
+    *ri = r;
+    *end_pos = pos;
+    *nkeys = nk;
+    return n;
 }

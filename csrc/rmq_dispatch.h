@@ -56,6 +56,19 @@ int rmq_dispatch_batch(const unsigned char *buf, int64_t pos, int64_t limit, int
                        int64_t disp_cs, int64_t *keys, int64_t keys_stride, int64_t keys_cap, int64_t *count,
                        int64_t *end_pos, int64_t *nkeys);
 
+/* The records from pos that dispatch hints describe (rmq_hints.h), into the columns and rows
+ * rmq_dispatch_batch fills (cols/disp strides in int64 elements between rows, one between
+ * records; keys one apart): at most cap records, each checked against its header, stopping at
+ * the first one without a usable hint or past limit. ring holds `head` hints; *ri is where the
+ * reader looks first (it only moves forward). Returns the count; *end_pos is where they end,
+ * *nkeys the keys written, *next_hint the offset of the next hinted record past a gap, or the
+ * record's own offset when its hint cannot be used (-1: none known, so the caller had better
+ * parse a whole chunk). */
+int64_t rmq_dispatch_hinted(const int64_t *ring, int64_t head, int64_t *ri, const unsigned char *buf,
+                            int64_t file_from, int64_t pos, int64_t limit, int64_t cap, int64_t *cols,
+                            int64_t cols_rs, int64_t *disp, int64_t disp_rs, int64_t *keys, int64_t *end_pos,
+                            int64_t *nkeys, int64_t *next_hint);
+
 #ifdef __cplusplus
 }
 #endif

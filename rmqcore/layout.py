@@ -147,6 +147,13 @@ NCOLUMNS = len(COLUMNS)
     C_PROPERTIES_LEN,
 ) = range(NCOLUMNS)
 
+# --- dispatch hints (rmqcore's own, in memory only; csrc/rmq_hints.h documents them) -------------
+# what a put knows about its record, left for the reput thread: a ring of HINT_CAPACITY entries of
+# HINT_FIELDS int64, entry n % HINT_CAPACITY holding hint number n (field H_SEQ = n; -1: none)
+HINT_CAPACITY = 32768
+HINT_FIELDS = 8
+H_SEQ, H_PHYS, H_SIZE, H_QUEUE, H_QOFF, H_TS, H_TAGS, H_KEY = range(HINT_FIELDS)
+
 # --- files and geometry (MessageStoreConfig, UtilAll.offset2FileName) ------------------------------
 FILE_NAME_DIGITS = 20
 DEFAULT_COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024

@@ -277,6 +277,9 @@ class MessageStore:
         self._keylookup = _impl.kernel("keylookup", self.impl)
         self._reput_pub = np.zeros(1, dtype=np.int64)  # reput_from_offset, as the native lookup reads it
         self._dispatcher = self._dispatch_kernel.Dispatcher()
+        if not self.read_only:  # what each put knows of its record: dispatch does not parse it again
+            ap = self.commitlog._appender
+            self._dispatcher.set_hints(ap.hints, ap.hint_head)
         self._lock_wanted = np.zeros(1, dtype=np.int64)  # callers waiting for the dispatch lock
         self._wanted_mutex = threading.Lock()  # for its read-modify-writes
         self._bound: dict[tuple[bytes, int], tuple[ConsumeQueue, Any]] = {}
@@ -327,9 +330,10 @@ class MessageStore:
         self._select_limits = (
             _ram_bytes() * cfg.access_message_in_memory_max_ratio // 100, cfg.max_transfer_bytes_on_disk,
             cfg.max_transfer_count_on_disk, cfg.max_transfer_bytes_in_memory, cfg.max_transfer_count_in_memory)
+        # the reput thread asks the writers for the GIL through this word (Appender.set_gil_request)
+        self._gil_request = np.zeros(1, dtype=np.int64)
+        self._gil_asks = 0
         if cfg.dispatch != "inline" and not self.read_only:
-            # the reput thread asks the writers for the GIL through this word (Appender.set_gil_request)
-            self._gil_request = np.zeros(1, dtype=np.int64)
             self.commitlog._appender.set_gil_request(self._gil_request)
             self._dispatcher.set_signals(self._gil_request, self._lock_wanted)
             # caught up with a busy writer, a run naps for more instead of returning for the GIL
@@ -669,8 +673,16 @@ class MessageStore:
                 return self._dispatch_runs(limit, False)
             finally:
                 lock.release()
-        with self._dispatch_lock:  # each run ends with the GIL request withdrawn (Dispatcher.set_signals)
-            return self._dispatch_runs(limit, True)
+        with self._dispatch_lock:
+            # the writers hand the GIL over from here to the first run (which withdraws this): the
+            # Python work before it (a new CommitLog file's segment index: files created, each file
+            # call giving up the GIL) would otherwise wait out the 5 ms switch interval each time
+            self._gil_asks -= 1  # a new number (the Dispatcher's own are positive)
+            self._gil_request[0] = self._gil_asks
+            try:
+                return self._dispatch_runs(limit, True)
+            finally:  # a live run leaves its GIL request out for the work between runs (Dispatcher.set_signals)
+                self._gil_request[0] = 0
 
     @contextlib.contextmanager
     def _wanting(self) -> Iterator[None]:

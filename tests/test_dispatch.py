@@ -160,9 +160,12 @@ def test_same_names_and_signatures() -> None:
     assert sorted(native.__all__) == sorted(pure.__all__)
     for name in pure.__all__:
         a, b = getattr(native, name), getattr(pure, name)
-        if isinstance(b, type):  # the same public methods, with the same parameters
-            methods = sorted(m for m in vars(b) if not m.startswith("_"))
-            assert methods == sorted(m for m in dir(a) if not m.startswith("_"))
+        if isinstance(b, type):  # the same public methods (same parameters) and attributes
+            public = {m: v for m, v in vars(b).items() if not m.startswith("_")}
+            methods = sorted(m for m, v in public.items() if not inspect.isdatadescriptor(v))
+            attrs = sorted(m for m, v in public.items() if inspect.isdatadescriptor(v))
+            assert methods == sorted(m for m in dir(a) if not m.startswith("_") and callable(getattr(a, m)))
+            assert attrs == sorted(m for m in dir(a) if not m.startswith("_") and not callable(getattr(a, m)))
             for m in methods:
                 pa = list(inspect.signature(getattr(a, m)).parameters)
                 assert pa == list(inspect.signature(getattr(b, m)).parameters), m
@@ -671,8 +674,8 @@ def test_sparse_points_twins(sizes: list[int], since: int, interval: int) -> Non
 def test_live_run_naps_for_the_writer_until_another_thread_wants_to_dispatch(dsp: Any) -> None:
     """Dispatcher.live_nap / set_signals: a live run that has caught up naps without the GIL
     instead of returning, and returns once ``wanted`` is nonzero; leaving, it asks the writers for
-    the GIL (a new nonzero request number) and clears the request once it holds the GIL, so a
-    writer that handed the GIL over waits no longer than that."""
+    the GIL (a new nonzero request number) and leaves the request out for the work between runs:
+    the next run clears it as it starts (and so does the store when its runs are done)."""
     import threading
 
     d = dsp.Dispatcher()
@@ -682,25 +685,33 @@ def test_live_run_naps_for_the_writer_until_another_thread_wants_to_dispatch(dsp
     buf = bytearray(4096)
     seg, seg_out = np.zeros(10, dtype=np.int64), np.zeros((4, 8), dtype=np.int64)
     order: list[str] = []
+    during: list[int] = []
 
     def other() -> None:
         order.append("wanted")  # runs while the run naps without the GIL (pure twin: in its sleeps)
+        during.append(int(req[0]))
         wanted[0] = 1
 
     t = threading.Timer(0.05, other)
     t.start()
+    req[0] = 7  # a request left out by an earlier run: this one clears it as it starts
     out = d.run(buf, 0, 0, 0, False, False, 0, seg, seg_out, np.zeros(1, dtype=np.int64), len(buf))
     order.append("returned")
     t.join()
-    assert order == ["wanted", "returned"]
+    assert order == ["wanted", "returned"] and during == [0]
     assert out[0] == 0 and out[1] == 0  # nothing dispatched
-    assert req[0] == 0  # back with the GIL: writers need not wait
+    first = int(req[0])
+    assert first > 0  # still out: the caller's work between runs has the GIL to itself
+    wanted[0] = 0
+    d.live_nap(0, 0)  # a caught-up run returns at once: it cleared the request and asks anew
+    d.run(buf, 0, 0, 0, False, False, 0, seg, seg_out, np.zeros(1, dtype=np.int64), len(buf))
+    second = int(req[0])
+    assert second > first
+    d.run(buf, 0, 0, 0, False, False, 0, seg, seg_out, None, len(buf))  # not live: leaves it alone
+    assert int(req[0]) == second
     req[0] = 99
     d.nap(0.001)  # a nap between runs ends the same way
     assert req[0] == 0
-    wanted[0] = 0
-    d.live_nap(0, 0)  # no naps: a caught-up run returns at once
-    d.run(buf, 0, 0, 0, False, False, 0, seg, seg_out, np.zeros(1, dtype=np.int64), len(buf))
     with pytest.raises(ValueError):
         d.live_nap(-1, 0)
     with pytest.raises(ValueError):

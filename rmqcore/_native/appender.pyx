@@ -16,7 +16,7 @@ from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_GE
 cimport cython
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, realloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memchr, memcpy, memset
 
 import mmap as _mmap
 import os
@@ -24,6 +24,7 @@ import os
 import numpy as np
 
 from ..errors import InvalidMessageError, MessageTooLargeError, StoreClosedError
+from ..layout import HINT_CAPACITY, HINT_FIELDS
 from ..message import create_message_id
 from . import codec as _codec
 
@@ -108,6 +109,24 @@ cdef extern from *:
     }
     """
     bint rmq_has_sep(const char *p, Py_ssize_t n) noexcept nogil
+
+# dispatch hints (csrc/rmq_hints.h): what a put knows of its record, left for the reput thread
+cdef extern from "rmq_hints.h" nogil:
+    void rmq_hint_put(int64_t *ring, int64_t n, int64_t phys, int64_t size, int64_t nkeys, int64_t topic_len,
+                      int64_t queue_id, int64_t topic_rel, int64_t qoff, int64_t ts, int64_t tags_code, int64_t key)
+    void rmq_hints_invalidate(int64_t *ring)
+    int RMQ_HINT_CAPACITY
+    int RMQ_HINT_FIELDS
+
+cdef extern from "rmq_dispatch.h" nogil:
+    uint32_t rmq_java_hash_ascii(uint32_t h, const unsigned char *s, size_t n)
+
+cdef extern from "rmq_hash.h" nogil:
+    int32_t rmq_hash_as_int32(uint32_t h)
+    int32_t rmq_index_key_hash(int32_t hash_code)
+
+if (RMQ_HINT_CAPACITY, RMQ_HINT_FIELDS) != (HINT_CAPACITY, HINT_FIELDS):
+    raise ImportError("csrc/rmq_hints.h disagrees with rmqcore/layout.py")
 
 DEF GIL_YIELD_MAX_NS = 20_000_000  # a bound: the dispatch thread answers once it holds the GIL
 
@@ -274,8 +293,15 @@ cdef class Appender:
     cdef Py_buffer _gil_view  # held while _gil_req points into it
     cdef const int64_t *_gil_req
     cdef int64_t _gil_seen
+    cdef readonly object hints  # int64[HINT_CAPACITY, HINT_FIELDS], read-only to Python
+    cdef readonly object hint_head  # int64[1]: hints written
+    cdef int64_t *_ring
+    cdef int64_t *_hint_head
+    cdef int64_t _nhints
+    cdef int64_t _last_th  # _topic_hash of _last_topic
 
     def __cinit__(self):
+        self._ring = NULL
         self._last_topic = _NO_TOPIC  # no argument is this object
         self._has_view = False
         self._gil_req = NULL
@@ -299,6 +325,13 @@ cdef class Appender:
         self._live = <int64_t *><size_t>self.live.ctypes.data
         self.live.flags.writeable = False
         self._gil_seen = 0
+        self.hints = np.full((HINT_CAPACITY, HINT_FIELDS), -1, dtype=np.int64)
+        self._ring = <int64_t *><size_t>self.hints.ctypes.data
+        self.hints.flags.writeable = False
+        self.hint_head = np.zeros(1, dtype=np.int64)
+        self._hint_head = <int64_t *><size_t>self.hint_head.ctypes.data
+        self.hint_head.flags.writeable = False
+        self._nhints = 0
 
     def __dealloc__(self):
         if self._has_view:
@@ -368,6 +401,8 @@ cdef class Appender:
 
     # -- state --------------------------------------------------------------------------------------
     cdef int _bind(self, object mf) except -1:
+        if self._ring != NULL:  # the position may move back (set_end): no hint may outlive it
+            rmq_hints_invalidate(self._ring)
         if self._has_view:
             PyBuffer_Release(&self._view)
             self._has_view = False
@@ -413,6 +448,16 @@ cdef class Appender:
             self._closed = True
         finally:
             self._release()
+
+    cdef int64_t _topic_hash(self, object topic, bytes tb):
+        """Java hash of ``topic + "#"`` for the records of ``topic`` that get dispatch hints (an ASCII
+        str, not the delay topic), else -1."""
+        cdef uint32_t h
+        if not PyUnicode_CheckExact(topic) or not PyUnicode_IS_ASCII(topic) or tb == b"SCHEDULE_TOPIC_XXXX":
+            return -1
+        h = rmq_java_hash_ascii(0, <const unsigned char *>PyBytes_AS_STRING(tb), <size_t>PyBytes_GET_SIZE(tb))
+        h = h * 31 + 35  # + "#"
+        return h
 
     cdef _Queues _table(self, object topic):
         if topic is self._last_topic and self._last_qt is not None:
@@ -477,17 +522,21 @@ cdef class Appender:
         cdef object ba, sa
         cdef _Queues qt
         cdef AppendResult r
+        cdef int64_t th = -1, h_tags = 0, h_key = 0, h_nk = 0
+        cdef bint fast = False, hint
 
         # topic (validated once per distinct topic by the owner)
         if topic is self._last_topic:
             tb = self._last_tb
+            th = self._last_th
         else:
             tb = self._topics.get(topic) if PyUnicode_CheckExact(topic) else None
             if tb is None:
                 tb = self._owner._topic_bytes(topic)
                 self._topics[topic] = tb
+            th = self._topic_hash(topic, tb)
             if PyUnicode_CheckExact(topic):
-                self._last_topic, self._last_tb, self._last_qt = topic, tb, None
+                self._last_topic, self._last_tb, self._last_qt, self._last_th = topic, tb, None, th
         m.topic = <const unsigned char *>PyBytes_AS_STRING(tb)
         m.topic_len = PyBytes_GET_SIZE(tb)
         m.v2 = PyUnicode_GET_LENGTH(topic) > 127
@@ -496,6 +545,7 @@ cdef class Appender:
         if (properties is None and properties_raw is None
                 and (tags is None or (PyUnicode_CheckExact(tags) and PyUnicode_IS_ASCII(tags)))
                 and (keys is None or (PyUnicode_CheckExact(keys) and PyUnicode_IS_ASCII(keys)))):
+            fast = True
             if keys is not None:
                 kp = <const char *>PyUnicode_DATA(keys)
                 kl = PyUnicode_GET_LENGTH(keys)
@@ -591,6 +641,15 @@ cdef class Appender:
         if m.store_addr_len == 16:
             m.sys_flag |= 0x20
         no_queue = (m.sys_flag & 0xC) == 0x4 or (m.sys_flag & 0xC) == 0xC
+        # a dispatch hint: a NOT_TYPE record whose only properties are TAGS and one KEYS token
+        hint = fast and th >= 0 and (m.sys_flag & 0xC) == 0 and (kp == NULL or memchr(kp, 32, <size_t>kl) == NULL)
+        if hint:
+            if tp != NULL and tl > 0:
+                h_tags = rmq_hash_as_int32(rmq_java_hash_ascii(0, <const unsigned char *>tp, <size_t>tl))
+            if kp != NULL and kl > 0:
+                h_key = rmq_index_key_hash(rmq_hash_as_int32(
+                    rmq_java_hash_ascii(<uint32_t>th, <const unsigned char *>kp, <size_t>kl)))
+                h_nk = 1
 
         # body
         if PyBytes_CheckExact(body):
@@ -640,6 +699,11 @@ cdef class Appender:
                 rmq_encode_record(<unsigned char *>self._view.buf + pos, &m, size, crc)
                 self._pos = pos + size
                 self._set_wrote(mf, self._pos)
+                if hint:  # after the record, before its end is published (rmq_hints.h)
+                    rmq_hint_put(self._ring, self._nhints, self._from + pos, size, h_nk, m.topic_len, m.queue_id,
+                                 size - 2 - m.props_len - m.topic_len, qoff, ts, h_tags, h_key)
+                    self._nhints += 1
+                    rmq_publish_i64(self._hint_head, self._nhints)
                 rmq_publish_i64(self._live, self._from + self._pos)
                 if qt is not None:
                     qt.put(m.queue_id, qoff + 1)

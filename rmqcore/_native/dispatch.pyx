@@ -11,7 +11,8 @@ multiples of 8 bytes works (numpy arrays, views, Fortran order).
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
 
-from ..layout import NCOLUMNS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK, ST_END, ST_MSG, ST_TORN
+from ..layout import (HINT_CAPACITY, HINT_FIELDS, NCOLUMNS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK, ST_END,
+                      ST_MSG, ST_TORN)
 
 __all__ = ["dispatch_batch", "sparse_points", "select_units", "SELECT_NO_MATCH", "SELECT_FOUND", "SELECT_REMOVING",
            "Dispatcher", "STOP_NONE", "STOP_QUEUE",
@@ -40,6 +41,14 @@ cdef extern from "rmq_dispatch.h" nogil:
                            int64_t *cols, int64_t cols_rs, int64_t cols_cs, int64_t *disp, int64_t disp_rs,
                            int64_t disp_cs, int64_t *keys, int64_t keys_stride, int64_t keys_cap,
                            int64_t *count, int64_t *end_pos, int64_t *nkeys)
+    int64_t rmq_dispatch_hinted(const int64_t *ring, int64_t head, int64_t *ri, const unsigned char *buf,
+                                int64_t file_from, int64_t pos, int64_t limit, int64_t cap, int64_t *cols,
+                                int64_t cols_rs, int64_t *disp, int64_t disp_rs, int64_t *keys, int64_t *end_pos,
+                                int64_t *nkeys, int64_t *next_hint)
+
+cdef extern from "rmq_hints.h" nogil:
+    int RMQ_HINT_CAPACITY
+    int RMQ_HINT_FIELDS
 
 cdef extern from "rmq_codec.h" nogil:
     enum:
@@ -67,9 +76,10 @@ DF_BAD_UTF8 = 2
 
 if ((RMQ_ST_MSG, RMQ_ST_END, RMQ_ST_BLANK, RMQ_ST_TORN, RMQ_ST_BAD_MAGIC, RMQ_ST_BAD_SIZE, RMQ_ST_BAD_CRC,
      RMQ_NCOLUMNS, RMQ_DISPATCH_NROWS, RMQ_D_TAGS_CODE, RMQ_D_FLAGS, RMQ_D_KEYS_START, RMQ_D_KEYS_COUNT,
-     RMQ_DF_SCHEDULE, RMQ_DF_BAD_UTF8)
+     RMQ_DF_SCHEDULE, RMQ_DF_BAD_UTF8, RMQ_HINT_CAPACITY, RMQ_HINT_FIELDS)
         != (ST_MSG, ST_END, ST_BLANK, ST_TORN, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BAD_CRC, NCOLUMNS,
-            DISPATCH_ROWS, D_TAGS_CODE, D_FLAGS, D_KEYS_START, D_KEYS_COUNT, DF_SCHEDULE, DF_BAD_UTF8)):
+            DISPATCH_ROWS, D_TAGS_CODE, D_FLAGS, D_KEYS_START, D_KEYS_COUNT, DF_SCHEDULE, DF_BAD_UTF8,
+            HINT_CAPACITY, HINT_FIELDS)):
     raise ImportError("csrc/rmq_dispatch.h disagrees with rmqcore/layout.py or the pure twin")
 
 
@@ -337,8 +347,18 @@ cdef class Dispatcher:
     cdef Py_buffer _wanted_view  # held while _wanted points into it
     cdef const int64_t *_wanted
     cdef int64_t _nap_ns, _nap_max_ns
+    cdef Py_buffer _ring_view  # held while _ring points into it (with _head_view and _head)
+    cdef Py_buffer _head_view
+    cdef const int64_t *_ring
+    cdef const int64_t *_head
+    cdef int64_t _hint_at  # the next hint number to look at
+    cdef readonly int64_t hinted  # records dispatched from hints, in all
 
     def __cinit__(self):
+        self._ring = NULL
+        self._head = NULL
+        self._hint_at = 0
+        self.hinted = 0
         self._gil_req = NULL
         self._gil_seq = 0
         self._wanted = NULL
@@ -359,6 +379,7 @@ cdef class Dispatcher:
     def __dealloc__(self):
         cdef int64_t i
         self.set_signals(None, None)
+        self.set_hints(None, None)
         self.release()
         for i in range(self._nslots):
             free(self._slots[i].topic)
@@ -481,10 +502,14 @@ cdef class Dispatcher:
         """Share two int64[1] words with the threads around a live run (either may be None).
 
         ``request``, with the writers (``Appender.set_gil_request``): a live run (and a ``nap``)
-        writes a new nonzero number there just before it leaves its nogil code and needs the GIL,
-        and 0 once it holds the GIL, so the word is 0 whenever this thread is not asking.
-        A writer that saw the number waits without the GIL until it changes, so the GIL goes to
-        this thread rather than back to the writer; then it queues for the GIL as any thread does.
+        writes a new nonzero number there just before it leaves its nogil code and needs the GIL.
+        A writer that saw the number waits without the GIL until it changes (20 ms at most), so
+        the GIL goes to this thread rather than back to the writer; then it queues for the GIL as
+        any thread does. A ``nap`` writes 0 once it holds the GIL; a live run leaves the number
+        there until the next run starts (which writes 0) or the caller writes 0 itself, so the
+        Python work between runs (binding new consume-queue and index files, all file calls that
+        let the GIL go) does not wait out the switch interval, 5 ms, each time it takes the GIL
+        back from a busy writer: the reput thread used to fall 100 MB behind a put loop that way.
         (It used to wait until the next run began, up to 20 ms: the whole of any file creation,
         prefault or lock wait between runs, with the GIL free all along.)
         ``wanted``: nonzero while another thread waits to dispatch (the store's dispatch lock) or
@@ -520,6 +545,36 @@ cdef class Dispatcher:
         if wanted is not None:
             self._wanted_view = wv
             self._wanted = <const int64_t *>wv.buf
+
+    def set_hints(self, ring, head):
+        """Read the dispatch hints of the writer's ``Appender`` (its ``hints`` ring and ``hint_head``
+        word; None, None: none). A run without CRC checks takes each record it has a hint for from
+        the hint, checked against the record's header, instead of parsing it (csrc/rmq_hints.h)."""
+        cdef Py_buffer rv, hv
+        if (ring is None) != (head is None):
+            raise ValueError("ring and head go together")
+        if ring is not None:
+            _i64_buffer(ring, &rv, 2, False, "ring")
+            if rv.shape[0] != RMQ_HINT_CAPACITY or rv.shape[1] != RMQ_HINT_FIELDS or (<size_t>rv.buf) % 8:
+                PyBuffer_Release(&rv)
+                raise ValueError(f"ring must be int64[{RMQ_HINT_CAPACITY}, {RMQ_HINT_FIELDS}]")
+            try:
+                _i64_buffer(head, &hv, 1, False, "head")
+            except BaseException:
+                PyBuffer_Release(&rv)
+                raise
+            if hv.shape[0] < 1 or (<size_t>hv.buf) % 8:
+                PyBuffer_Release(&hv)
+                PyBuffer_Release(&rv)
+                raise ValueError("head must be an aligned int64[1]")
+        if self._ring != NULL:
+            self._ring = self._head = NULL
+            PyBuffer_Release(&self._ring_view)
+            PyBuffer_Release(&self._head_view)
+        self._hint_at = 0
+        if ring is not None:
+            self._ring_view, self._head_view = rv, hv
+            self._ring, self._head = <const int64_t *>rv.buf, <const int64_t *>hv.buf
 
     def live_nap(self, int64_t nap_ns, int64_t max_idle_ns):
         """How a live run that has caught up with the writer waits for more: naps of ``nap_ns``
@@ -643,6 +698,8 @@ cdef class Dispatcher:
         cdef int64_t *gr
         cdef const int64_t *wp = self._wanted
         cdef int64_t idle = 0, nap = self._nap_ns, nap_max = self._nap_max_ns
+        cdef int64_t next_hint = -1, parse_cap, hint_from, from_hints
+        cdef const int64_t *ring = self._ring if not verify_crc else NULL
         if pos < 0 or limit < pos or limit > n:
             raise ValueError(f"range [{pos}, {limit}) outside a buffer of {n} bytes")
         if lp != NULL and live_len < 1:
@@ -653,6 +710,8 @@ cdef class Dispatcher:
         s_count, s_end, s_since, s_max, s_omax = seg[0], seg[1], seg[2], seg[3], seg[4]
         s_mono, s_floor, s_interval, s_last_t = seg[5], seg[6], seg[7], seg[8]
         gr = self._gil_req if lp != NULL else NULL
+        if gr != NULL:
+            rmq_publish_i64(gr, 0)  # leaving the GIL: the writers may take it again
         with nogil:
             while stop == 0:
                 if at >= limit:
@@ -673,8 +732,23 @@ cdef class Dispatcher:
                             idle += nap
                             continue
                     break
-                st = rmq_dispatch_batch(base, at, limit, verify_crc, CHUNK, cols, CHUNK, 1, disp, CHUNK, 1,
-                                        keys, 1, KEYS_CAP, &cnt, &end_pos, &nkeys)
+                cnt = 0
+                parse_cap = CHUNK
+                hint_from = self._hint_at
+                from_hints = 0
+                if ring != NULL:  # records the writer left hints for need no parsing
+                    cnt = rmq_dispatch_hinted(ring, rmq_observe_i64(self._head), &self._hint_at, base, file_from,
+                                              at, limit, CHUNK, cols, CHUNK, disp, CHUNK, keys, &end_pos, &nkeys,
+                                              &next_hint)
+                    if cnt > 0:
+                        st = RMQ_ST_MSG
+                        from_hints = 1
+                    elif next_hint >= 0:
+                        # hints resume at next_hint: parse up to about there (records of 512 bytes or more)
+                        parse_cap = min(CHUNK, max(1, (next_hint - file_from - at) // 512))
+                if cnt == 0:
+                    st = rmq_dispatch_batch(base, at, limit, verify_crc, parse_cap, cols, CHUNK, 1, disp, CHUNK, 1,
+                                            keys, 1, KEYS_CAP, &cnt, &end_pos, &nkeys)
                 if st == RMQ_DISPATCH_E_KEYS:
                     stop, a, st = 2, 2, RMQ_ST_MSG  # more keys than the scratch holds: the general path
                     break
@@ -783,17 +857,17 @@ cdef class Dispatcher:
                     if ts > max_ts:
                         max_ts = ts
                     done += 1
+                    self.hinted += from_hints
                     at = rpos + size
                 if stop:
+                    self._hint_at = hint_from  # records from the stop on are not done: look again
                     break
                 at = end_pos
                 if st != RMQ_ST_MSG and not (st == RMQ_ST_END and lp != NULL and at >= limit):
                     break
-            if gr != NULL:  # about to wait for the GIL: ask the writers to hand it over
+            if gr != NULL:  # about to wait for the GIL: ask the writers to hand it over (until the next run)
                 self._gil_seq += 1
                 rmq_publish_i64(gr, self._gil_seq)
-        if gr != NULL:
-            rmq_publish_i64(gr, 0)  # got it: the writer that handed it over may queue for it again
         seg[0], seg[1], seg[2], seg[3], seg[4] = s_count, s_end, s_since, s_max, s_omax
         seg[5], seg[6], seg[7], seg[8] = s_mono, s_floor, s_interval, s_last_t
         if stop == 0 and st == RMQ_ST_MSG:

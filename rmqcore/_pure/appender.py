@@ -20,6 +20,9 @@ import numpy as np
 from ..errors import InvalidMessageError, MessageTooLargeError, StoreClosedError
 from ..layout import (
     BLANK_SIZE,
+    H_SEQ,
+    HINT_CAPACITY,
+    HINT_FIELDS,
     MAX_TOPIC_LEN_V1,
     TRANSACTION_MASK,
     TRANSACTION_PREPARED,
@@ -27,6 +30,7 @@ from ..layout import (
 )
 from ..message import create_message_id
 from . import codec
+from .hashing import index_key_hash, java_string_hash
 
 __all__ = ["Appender", "AppendResult", "BatchAppendResult", "prefault"]
 
@@ -182,17 +186,37 @@ class Appender:
         self.live.flags.writeable = False
         self._gil_req: Any = None
         self._gil_seen = 0
+        # dispatch hints (csrc/rmq_hints.h): what a put knows of its record, for the reput thread
+        self._ring = np.full((HINT_CAPACITY, HINT_FIELDS), -1, dtype=np.int64)
+        self._hints = self._ring.view()
+        self._hints.flags.writeable = False
+        self._head = np.zeros(1, dtype=np.int64)
+        self._hint_head = self._head.view()
+        self._hint_head.flags.writeable = False
+        self._nhints = 0
+        self._topic_hashes: dict[str, int] = {}
+
+    @property
+    def hints(self) -> Any:
+        """The dispatch hints ring, int64[HINT_CAPACITY, HINT_FIELDS] (read-only view)."""
+        return self._hints
+
+    @property
+    def hint_head(self) -> Any:
+        """int64[1]: the hints written so far (read-only view)."""
+        return self._hint_head
 
     # -- state --------------------------------------------------------------------------------------
     def set_file(self, mf: Any) -> None:
         """Write into MappedFile ``mf`` from its ``wrote_position`` on (None releases the current one)."""
+        self._ring[:, H_SEQ] = -1  # the position may move back (set_end): no hint may outlive it
         self._mf = mf
         self._prepare_at = _NEVER if mf is None else self._owner.prepare_at
         self._live[0] = -1 if mf is None else mf.file_from_offset + mf.wrote_position
 
     def close(self) -> None:
         with self._lock:
-            self._mf = None
+            self.set_file(None)
             self._closed = True
 
     def acquire(self) -> None:
@@ -238,6 +262,43 @@ class Appender:
         self._queues.clear()
 
     # -- appending ----------------------------------------------------------------------------------
+    def _topic_hash(self, topic: Any, tb: bytes) -> int:
+        """Java hash of ``topic + "#"`` (unsigned) for the records of ``topic`` that get dispatch
+        hints (an ASCII str, not the delay topic), else -1."""
+        h = self._topic_hashes.get(topic) if type(topic) is str else None
+        if h is None:
+            h = -1
+            if type(topic) is str and topic.isascii() and tb != b"SCHEDULE_TOPIC_XXXX":
+                h = (java_string_hash(topic) * 31 + 35) & 0xFFFFFFFF  # + "#"
+                self._topic_hashes[topic] = h
+        return h
+
+    def _hint(self, topic: Any, tb: bytes, tags: Any, keys: Any, properties: Any, properties_raw: Any,
+              sys_flag: int) -> tuple[int, int, int] | None:
+        """(tagsCode, key hash, key count) of a record that gets a dispatch hint: a NOT_TYPE record
+        whose only properties are TAGS and one KEYS token, built from ASCII str arguments."""
+        if (properties is not None or properties_raw is not None or sys_flag & TRANSACTION_MASK
+                or not (tags is None or (type(tags) is str and tags.isascii()))
+                or not (keys is None or (type(keys) is str and keys.isascii() and " " not in keys))):
+            return None
+        th = self._topic_hash(topic, tb)
+        if th < 0:
+            return None
+        code = java_string_hash(tags) if tags else 0
+        if not keys:
+            return code, 0, 0
+        return code, index_key_hash(topic + "#" + keys), 1
+
+    def _put_hint(self, phys: int, size: int, nkeys: int, topic_len: int, queue_id: int, topic_rel: int,
+                  qoff: int, ts: int, tags_code: int, key: int) -> None:
+        e = self._ring[self._nhints & (HINT_CAPACITY - 1)]
+        e[H_SEQ] = -1
+        e[1:] = (phys, size | nkeys << 32 | topic_len << 40, queue_id | topic_rel << 32, qoff, ts, tags_code,
+                 key)
+        e[H_SEQ] = self._nhints
+        self._nhints += 1
+        self._head[0] = self._nhints
+
     def _file(self) -> Any:
         if self._closed:
             raise StoreClosedError("the CommitLog is closed")
@@ -295,6 +356,7 @@ class Appender:
         v2 = len(topic) > MAX_TOPIC_LEN_V1
         tran = sys_flag & TRANSACTION_MASK
         no_queue = tran == TRANSACTION_PREPARED or tran == TRANSACTION_ROLLBACK
+        hint = self._hint(topic, tb, tags, keys, properties, properties_raw, sys_flag)
         self._yield_gil()
         with self._lock:
             mf = self._file()
@@ -317,6 +379,10 @@ class Appender:
                 mf.wrote_position = self.file_size
                 mf = self._file()
             mf.wrote_position = pos + n
+            if hint is not None:  # after the record, before its end is published (rmq_hints.h)
+                plen = len(pb) if pb else 0
+                self._put_hint(mf.file_from_offset + pos, n, hint[2], len(tb), queue_id, n - 2 - plen - len(tb),
+                               qoff, ts, hint[0], hint[1])
             self._live[0] = mf.file_from_offset + pos + n
             if not no_queue:
                 self._queues[key] = qoff + 1

@@ -41,9 +41,15 @@ from ..layout import (
     C_SYS_FLAG,
     C_TOPIC_LEN,
     C_TOPIC_POS,
+    H_SEQ,
+    HINT_CAPACITY,
+    HINT_FIELDS,
+    MAGIC_V1,
+    MAGIC_V2,
     NCOLUMNS,
     ST_END,
     ST_MSG,
+    TRANSACTION_MASK,
 )
 from . import codec as _codec
 from .hashing import index_key_hash, java_string_hash
@@ -81,6 +87,9 @@ DF_BAD_UTF8 = 2
 
 _SCHEDULE_TOPIC = b"SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 _CHUNK = 256  # records decoded per codec.decode_batch call (bounds the scratch array)
+# a record's header up to SYSFLAG: TOTALSIZE, MAGICCODE, BODYCRC skipped, QUEUEID, FLAG, QUEUEOFFSET,
+# PHYSICALOFFSET, SYSFLAG (what a dispatch hint is checked against)
+_HINT_HEADER = struct.Struct(">ii4xiiqqi")
 
 
 def _array_shape(a: Any, ndim: int, name: str, writable: bool = True, contiguous: bool = False) -> tuple[int, ...]:
@@ -369,12 +378,18 @@ class Dispatcher:
         self._gil_req: Any = None
         self._wanted: Any = None
         self._nap = (0, 0)
+        self._gil_seq = 0
+        self._ring: Any = None
+        self._head: Any = None
+        self._hint_at = 0  # the next hint number to look at
+        self._n_hinted = 0
 
     def set_signals(self, request: Any, wanted: Any) -> None:
         """Share two int64[1] words with the threads around a live run (either may be None):
-        ``request`` with the writers (``Appender.set_gil_request``; the native twin writes a new
-        nonzero number there when a live run or a nap needs the GIL back and 0 once it holds it;
-        this twin never lets the GIL go, so it writes 0), and
+        ``request`` with the writers (``Appender.set_gil_request``): a live run writes 0 there as it
+        starts and a new nonzero number as it ends, left out for the work between runs until the
+        next run or the caller clears it; a nap ends with 0 (this twin never lets the GIL go in
+        either, but its writers see the same words as the native twin's), and
         ``wanted``, nonzero while another thread waits to dispatch or for the reput thread to
         stop: a live run that has caught up with the writer naps (``live_nap``) for more, and
         returns instead when it is nonzero; ``nap`` does not sleep then."""
@@ -384,6 +399,73 @@ class Dispatcher:
                 if arr.dtype.itemsize != 8 or arr.size < 1 or (writable and not arr.flags.writeable):
                     raise ValueError(f"{name} must be an aligned{', writable' if writable else ''} int64[1]")
         self._gil_req, self._wanted = request, wanted
+
+    @property
+    def hinted(self) -> int:
+        """Records dispatched from hints, in all."""
+        return self._n_hinted
+
+    def set_hints(self, ring: Any, head: Any) -> None:
+        """Read the dispatch hints of the writer's ``Appender`` (its ``hints`` ring and ``hint_head``
+        word; None, None: none). A run without CRC checks takes each record it has a hint for from
+        the hint, checked against the record's header, instead of parsing it (csrc/rmq_hints.h)."""
+        if (ring is None) != (head is None):
+            raise ValueError("ring and head go together")
+        if ring is not None:
+            if _array_shape(ring, 2, "ring", writable=False, contiguous=True) != (HINT_CAPACITY, HINT_FIELDS):
+                raise ValueError(f"ring must be int64[{HINT_CAPACITY}, {HINT_FIELDS}]")
+            if _array_shape(head, 1, "head", writable=False, contiguous=True)[0] < 1:
+                raise ValueError("head must be an aligned int64[1]")
+        self._ring, self._head, self._hint_at = ring, head, 0
+
+    def _hinted(self, buf: Any, file_from: int, pos: int, limit: int, cols: Any, disp: Any,
+                keys: Any) -> tuple[int, int, int, int]:
+        """``(count, end_pos, nkeys, next_hint)``: the records from ``pos`` that hints describe, into
+        the columns and rows dispatch_batch fills (rmq_dispatch_hinted in csrc/rmq_dispatch.c)."""
+        ring, head, r = self._ring, int(self._head[0]), self._hint_at
+        n = nk = 0
+        next_hint = -1
+        cap = cols.shape[1]
+        if head - r > HINT_CAPACITY:  # overwritten since: the oldest hint still there
+            r = head - HINT_CAPACITY
+        while n < cap and r < head:
+            e = ring[r & (HINT_CAPACITY - 1)]
+            s1 = int(e[H_SEQ])
+            if s1 != r:  # -1: invalidated (skip it); newer: hints r .. s1 - capacity were overwritten
+                r = max(r + 1, s1 - HINT_CAPACITY + 1)  # only forward, whatever the ring holds
+                continue
+            phys, sz, q, qoff, ts, tags, key = (int(x) for x in e[1:])
+            if int(e[H_SEQ]) != s1:
+                break  # overwritten while read
+            at = file_from + pos
+            if phys < at:  # a record dispatched already
+                r += 1
+                continue
+            if phys > at:  # the record at pos has no hint
+                next_hint = phys
+                break
+            size, nkr, tlen = sz & 0xFFFFFFFF, (sz >> 32) & 0xFF, (sz >> 40) & 0xFFFF
+            qid, trel = q & 0xFFFFFFFF, q >> 32
+            if size < 64 or size > limit - pos or trel + tlen > size or nkr > 1:
+                next_hint = at  # not a hint this reader can use: parse this one record
+                break
+            h_size, magic, h_qid, _flag, h_qoff, h_phys, sysf = _HINT_HEADER.unpack_from(buf, pos)
+            if (h_size != size or magic not in (MAGIC_V1, MAGIC_V2) or h_qid != qid or h_qoff != qoff
+                    or h_phys != phys or sysf & TRANSACTION_MASK):
+                next_hint = at  # not the record this hint describes: parse this one record
+                break
+            cols[C_POSITION, n], cols[C_SIZE, n], cols[C_SYS_FLAG, n] = pos, size, sysf
+            cols[C_QUEUE_ID, n], cols[C_QUEUE_OFFSET, n], cols[C_STORE_TIMESTAMP, n] = qid, qoff, ts
+            cols[C_TOPIC_POS, n], cols[C_TOPIC_LEN, n] = pos + trel, tlen
+            disp[D_TAGS_CODE, n], disp[D_FLAGS, n], disp[D_KEYS_START, n], disp[D_KEYS_COUNT, n] = tags, 0, nk, nkr
+            if nkr:
+                keys[nk] = key
+                nk += 1
+            n += 1
+            pos += size
+            r += 1
+        self._hint_at = r
+        return n, pos, nk, next_hint
 
     def live_nap(self, nap_ns: int, max_idle_ns: int) -> None:
         """Naps of ``nap_ns`` for at most ``max_idle_ns`` in a row while a live run waits for the
@@ -482,6 +564,8 @@ class Dispatcher:
         done, at, stop, args, max_ts, nseg, st = 0, pos, STOP_NONE, (0, 0, 0, 0), -1, 0, ST_MSG
         seg_cap = seg_out.shape[1]
         gr = self._gil_req if live is not None else None
+        if gr is not None:
+            gr[0] = 0
         idle = 0
         while stop == STOP_NONE:
             if at >= limit:
@@ -496,8 +580,19 @@ class Dispatcher:
                         idle += self._nap[0]
                         continue
                 break
+            cnt, parse_cap, hint_from, from_hints = 0, _CHUNK, self._hint_at, 0
+            if self._ring is not None and not verify_crc:  # records the writer left hints for need no parsing
+                cnt, end_pos, _nk, next_hint = self._hinted(buf, file_from, at, limit, cols, disp, keys)
+                if cnt > 0:
+                    st = ST_MSG
+                    from_hints = 1
+                elif next_hint >= 0:
+                    # hints resume at next_hint: parse up to about there (records of 512 bytes or more)
+                    parse_cap = min(_CHUNK, max(1, (next_hint - file_from - at) // 512))
             try:
-                cnt, end_pos, st, _nk = dispatch_batch(buf, at, limit, cols, disp, keys, verify_crc)
+                if cnt == 0:
+                    cnt, end_pos, st, _nk = dispatch_batch(buf, at, limit, cols[:, :parse_cap], disp[:, :parse_cap],
+                                                           keys, verify_crc)
             except ValueError:
                 stop, args, st = STOP_SPECIAL, (2, 0, 0, 0), ST_MSG
                 break
@@ -572,15 +667,18 @@ class Dispatcher:
                     s_end = rpos + size
                 max_ts = max(max_ts, ts)
                 done += 1
+                self._n_hinted += from_hints
                 at = rpos + size
             if stop:
+                self._hint_at = hint_from  # records from the stop on are not done: look again
                 break
             at = end_pos
             if st != ST_MSG and not (st == ST_END and live is not None and at >= limit):
                 break
         seg[:9] = [s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t]
-        if gr is not None:  # the run ends holding the GIL: no request out
-            gr[0] = 0
+        if gr is not None:  # a request for the work between runs (see set_signals)
+            self._gil_seq += 1
+            gr[0] = self._gil_seq
         if stop == STOP_NONE and st == ST_MSG and at >= limit:
             st = ST_END
         return (done, at, st, stop, *args, max_ts, nseg)
