@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import full_disk_is_error
+from .errors import CorruptionError, full_disk_is_error
 
 __all__ = ["loads_fastjson", "dumps_fastjson", "persist", "load_with_bak"]
 
@@ -99,16 +99,28 @@ def persist(path: Path, text: str) -> None:
 
 
 def load_with_bak(path: Path) -> Any | None:
-    """The parsed file, else its ``.bak``, else None."""
-    for p in (path, path.with_name(path.name + ".bak")):
+    """The parsed file, else its ``.bak``, else None (ConfigManager.load / loadBak).
+
+    The ``.bak`` is read when the file is missing, empty or unparsable. A ``.bak`` that is missing
+    or empty gives None (a broker starts with an empty table); one that is there but cannot be read
+    or parsed raises CorruptionError with its path, as loadBak's failure stops a broker's start
+    (it would otherwise start with every consumer offset lost)."""
+    bak = path.with_name(path.name + ".bak")
+    for p in (path, bak):
         try:
             text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError) as e:
+            if p is bak:
+                raise CorruptionError(f"cannot read {p.name} (nor use {path.name}): {e}", path=str(p)) from None
             continue
         if not text.strip():
             continue
         try:
             return loads_fastjson(text)
-        except (ValueError, RecursionError):  # RecursionError: nesting too deep for the parser
+        except (ValueError, RecursionError) as e:  # RecursionError: nesting too deep for the parser
+            if p is bak:
+                raise CorruptionError(f"neither {path.name} nor {p.name} parses: {e}", path=str(p)) from None
             continue
     return None

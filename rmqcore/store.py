@@ -640,8 +640,12 @@ class MessageStore:
         return max(0, self.commitlog.max_offset - self.reput_from_offset)
 
     def consume_queue(self, topic: str, queue_id: int, create: bool = False) -> ConsumeQueue | None:
-        cq = self.consume_queues.get((topic, queue_id))
+        """The ConsumeQueue of (topic, queue_id), None when there is none; ``create`` makes an
+        empty one (a str topic and a queue id in [0, 2**31 - 1], else ConfigError)."""
+        cq = self._queue_of(topic, queue_id)
         if cq is None and create:
+            if type(topic) is not str or type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
+                raise ConfigError(f"no queue can be made for topic {topic!r} and queue_id {queue_id!r}")
             cq = ConsumeQueue(self.store_dir, topic, queue_id, file_size=self.config.cq_file_size,
                               huge_pages=self._huge_pages)
             self.consume_queues[(topic, queue_id)] = cq

@@ -506,6 +506,51 @@ def test_a_config_file_nested_too_deep_falls_back_to_its_bak(tmp_path: Path, imp
         assert s.fetch_offset("g", "T", 0) == 1
 
 
+def test_consume_queue_refuses_arguments_that_name_no_queue(tmp_path: Path, impl) -> None:
+    """MessageStore.consume_queue: an unhashable topic or queue id is a ConfigError (it was the
+    dict's TypeError), and so is making a queue for a non-str topic or a queue id outside
+    [0, 2**31 - 1] (a bool, a str "0", -1); nothing is created on disk."""
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        for topic, qid in (([1], 0), ("T", [0]), ("T", {0: 1})):
+            for create in (False, True):
+                with pytest.raises(ConfigError):
+                    s.consume_queue(topic, qid, create=create)  # type: ignore[arg-type]
+        for topic, qid in (("T", "0"), ("T", -1), ("T", 2**31), (b"T", 0), ("T", True), ("T", 1.0)):
+            assert s.consume_queue(topic, qid) is None  # type: ignore[arg-type]
+            with pytest.raises(ConfigError):
+                s.consume_queue(topic, qid, create=True)  # type: ignore[arg-type]
+        assert not (tmp_path / "consumequeue").exists()
+        assert s.consume_queue("T", 2**31 - 1, create=True) is not None
+
+
+@pytest.mark.parametrize("name", ["consumerOffset.json", "topics.json"])
+def test_a_config_file_and_its_bak_both_unparsable_stop_the_open(tmp_path: Path, impl, name: str) -> None:
+    """ConfigManager.load: an unparsable file falls back to its .bak; when the .bak is there but
+    unparsable too, loadBak fails and the broker does not start. The open raises CorruptionError
+    with the .bak's path and leaves both files as they were; with no .bak (or an empty one) the
+    store opens with an empty table, as a broker does."""
+    with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
+        s.put("T", b"x", 0)
+        s.commit_offset("g", "T", 0, 1)
+    cfg = tmp_path / "config"
+    main, bak = cfg / name, cfg / (name + ".bak")
+    main.write_text("{garbage")
+    bak.write_text('{"offsetTable": {')
+    with pytest.raises(CorruptionError) as e:
+        MessageStore(tmp_path, impl=impl.name)
+    assert e.value.path == str(bak)
+    assert main.read_text() == "{garbage" and bak.read_text() == '{"offsetTable": {'
+    main.unlink()  # no file at all: the .bak is read, and it is still unparsable
+    with pytest.raises(CorruptionError):
+        MessageStore(tmp_path, impl=impl.name)
+    main.write_text("{garbage")
+    bak.write_text("")
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        if name == "consumerOffset.json":
+            assert s.fetch_offset("g", "T", 0) == -1
+        assert s.get_messages("g", "T", 0, 0).queue_offsets == [0]
+
+
 def _vm_flags(path: Path) -> set[str] | None:
     """VmFlags of this process's map of ``path`` (/proc/self/smaps), None when it is not mapped."""
     inside, flags = False, None
