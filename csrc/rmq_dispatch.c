@@ -19,6 +19,7 @@
 #include "rmq_endian.h"
 #include "rmq_hash.h"
 #include "rmq_hints.h"
+#include "rmq_jhash.h"
 #include "rmq_utf8.h"
 
 #if !defined(RMQ_DISPATCH_NO_SIMD) && \
@@ -33,8 +34,6 @@
 #define SCHEDULE_TOPIC_LEN 19
 #define HIGH_BITS 0x8080808080808080ull
 #define LOW7_BITS 0x7F7F7F7F7F7F7F7Full
-#define P4 923521u     /* 31^4 */
-#define P8 2487512833u /* 31^8 mod 2^32 */
 
 /* h = 31 h + unit, the Java step (unsigned: wrap-around without undefined behaviour) */
 #define STEP(h, u) ((h) * 31u + (uint32_t)(u))
@@ -258,33 +257,7 @@ static inline int all_ascii(const unsigned char *s, size_t n)
     return ((acc & HIGH_BITS) | (tail & 0x80u)) == 0;
 }
 
-/* sum b[i] 31^(7-i) over the eight bytes of x (b[0] in the low bits), mod 2^32, formed in
- * SIMD-within-a-register lanes: pairs 31 b + b' (< 2^13, 16-bit lanes), then 4-byte groups
- * (< 2^23, 32-bit lanes), so one multiply serves several bytes and no lane carries into the next. */
-static inline uint32_t block8(uint64_t x)
-{
-    const uint64_t q = (x & 0x00FF00FF00FF00FFull) * 31u + ((x >> 8) & 0x00FF00FF00FF00FFull);
-    const uint64_t g = (q & 0x0000FFFF0000FFFFull) * 961u + ((q >> 16) & 0x0000FFFF0000FFFFull);
-    return (uint32_t)g * P4 + (uint32_t)(g >> 32);
-}
-
-/* Java hash continued over bytes that are all below 0x80 (each its own UTF-16 unit): eight units
- * per step of the h chain (3 multiplies instead of 8), then four, then one. (Summing independent
- * blocks times powers of 31 shortens the chain but measured slower: the key hashes of a record
- * already overlap.) */
-static inline uint32_t hash_ascii(uint32_t h, const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        h = h * P8 + block8(load_le64(s + i));
-    if (i + 4 <= n) {
-        h = h * P4 + s[i] * 29791u + s[i + 1] * 961u + s[i + 2] * 31u + s[i + 3];
-        i += 4;
-    }
-    for (; i < n; i++)
-        h = STEP(h, s[i]);
-    return h;
-}
+#define hash_ascii rmq_jhash_ascii /* rmq_jhash.h */
 
 uint32_t rmq_java_hash_ascii(uint32_t h, const unsigned char *s, size_t n)
 {

@@ -263,3 +263,20 @@ def test_set_hints_checks_its_arrays(impl: Any) -> None:
                 (ring, np.zeros(0, dtype=np.int64)), (ring[:, :4], head)):
         with pytest.raises(ValueError):
             d.set_hints(*bad)
+
+
+def test_a_key_with_a_space_anywhere_gets_no_hint(tmp_path: Path, impl: Any) -> None:
+    """KEYS holding more than one token (a space at any position of keys of 1 to 25 bytes, the
+    native put finds it in the pass that looks for separators) gives no hint; a single token does."""
+    s = _store(tmp_path, impl)
+    head = s.commitlog._appender.hint_head
+    for n in range(1, 26):
+        for i in range(n):
+            key = "k" * i + " " + "k" * (n - i - 1)
+            before = int(head[0])
+            s.put("T", b"x", 0, tags="TagA", keys=key)
+            assert int(head[0]) == before, repr(key)
+        before = int(head[0])
+        s.put("T", b"x", 0, tags="TagA", keys="k" * n)
+        assert int(head[0]) == before + 1
+    s.close()

@@ -16,7 +16,7 @@ from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_GE
 cimport cython
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, realloc
-from libc.string cimport memchr, memcpy, memset
+from libc.string cimport memcpy, memset
 
 import mmap as _mmap
 import os
@@ -107,8 +107,42 @@ cdef extern from *:
         }
         return 0;
     }
+    /* rmq_has_sep for KEYS, in the same pass: 1 for a separator, else 2 when a byte is ' ' (more
+       than one key: no dispatch hint), else 0 */
+    static inline int rmq_space_word(uint64_t w) {
+        const uint64_t ones = 0x0101010101010101ull, c = w ^ (ones * 0x20);
+        return (((c - ones) & ~c) & 0x8080808080808080ull) ? 2 : 0;
+    }
+    static inline int rmq_keys_scan(const char *p, Py_ssize_t n) {
+        uint64_t w;
+        Py_ssize_t i = 0;
+        int space = 0;
+        if (n < 8) {
+            for (; i < n; i++) {
+                if ((unsigned char)(p[i] - 1) < 2)
+                    return 1;
+                if (p[i] == ' ')
+                    space = 2;
+            }
+            return space;
+        }
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, p + i, 8);
+            if (rmq_sep_word(w))
+                return 1;
+            space |= rmq_space_word(w);
+        }
+        if (i < n) {
+            memcpy(&w, p + n - 8, 8);
+            if (rmq_sep_word(w))
+                return 1;
+            space |= rmq_space_word(w);
+        }
+        return space;
+    }
     """
     bint rmq_has_sep(const char *p, Py_ssize_t n) noexcept nogil
+    int rmq_keys_scan(const char *p, Py_ssize_t n) noexcept nogil
 
 # dispatch hints (csrc/rmq_hints.h): what a put knows of its record, left for the reput thread
 cdef extern from "rmq_hints.h" nogil:
@@ -118,8 +152,8 @@ cdef extern from "rmq_hints.h" nogil:
     int RMQ_HINT_CAPACITY
     int RMQ_HINT_FIELDS
 
-cdef extern from "rmq_dispatch.h" nogil:
-    uint32_t rmq_java_hash_ascii(uint32_t h, const unsigned char *s, size_t n)
+cdef extern from "rmq_jhash.h" nogil:
+    uint32_t rmq_jhash_ascii(uint32_t h, const unsigned char *s, size_t n)
 
 cdef extern from "rmq_hash.h" nogil:
     int32_t rmq_hash_as_int32(uint32_t h)
@@ -455,7 +489,7 @@ cdef class Appender:
         cdef uint32_t h
         if not PyUnicode_CheckExact(topic) or not PyUnicode_IS_ASCII(topic) or tb == b"SCHEDULE_TOPIC_XXXX":
             return -1
-        h = rmq_java_hash_ascii(0, <const unsigned char *>PyBytes_AS_STRING(tb), <size_t>PyBytes_GET_SIZE(tb))
+        h = rmq_jhash_ascii(0, <const unsigned char *>PyBytes_AS_STRING(tb), <size_t>PyBytes_GET_SIZE(tb))
         h = h * 31 + 35  # + "#"
         return h
 
@@ -523,6 +557,7 @@ cdef class Appender:
         cdef _Queues qt
         cdef AppendResult r
         cdef int64_t th = -1, h_tags = 0, h_key = 0, h_nk = 0
+        cdef int key_scan = 0  # rmq_keys_scan of keys: 2 when it holds a ' '
         cdef bint fast = False, hint
 
         # topic (validated once per distinct topic by the owner)
@@ -549,7 +584,8 @@ cdef class Appender:
             if keys is not None:
                 kp = <const char *>PyUnicode_DATA(keys)
                 kl = PyUnicode_GET_LENGTH(keys)
-                if rmq_has_sep(kp, kl):
+                key_scan = rmq_keys_scan(kp, kl)
+                if key_scan == 1:
                     raise InvalidMessageError("property 'KEYS' contains a \\x01 or \\x02 separator")
                 plen += 5 + kl
             if tags is not None:
@@ -642,13 +678,13 @@ cdef class Appender:
             m.sys_flag |= 0x20
         no_queue = (m.sys_flag & 0xC) == 0x4 or (m.sys_flag & 0xC) == 0xC
         # a dispatch hint: a NOT_TYPE record whose only properties are TAGS and one KEYS token
-        hint = fast and th >= 0 and (m.sys_flag & 0xC) == 0 and (kp == NULL or memchr(kp, 32, <size_t>kl) == NULL)
+        hint = fast and th >= 0 and (m.sys_flag & 0xC) == 0 and key_scan == 0
         if hint:
             if tp != NULL and tl > 0:
-                h_tags = rmq_hash_as_int32(rmq_java_hash_ascii(0, <const unsigned char *>tp, <size_t>tl))
+                h_tags = rmq_hash_as_int32(rmq_jhash_ascii(0, <const unsigned char *>tp, <size_t>tl))
             if kp != NULL and kl > 0:
                 h_key = rmq_index_key_hash(rmq_hash_as_int32(
-                    rmq_java_hash_ascii(<uint32_t>th, <const unsigned char *>kp, <size_t>kl)))
+                    rmq_jhash_ascii(<uint32_t>th, <const unsigned char *>kp, <size_t>kl)))
                 h_nk = 1
 
         # body
