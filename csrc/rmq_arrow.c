@@ -9,21 +9,11 @@
 
 #include <string.h>
 
+#include "rmq_endian.h"
 #include "rmq_utf8.h"
 
 #define HIGH_BITS 0x8080808080808080ull
 #define LOW3_BITS 0x0303030303030303ull
-
-/* eight bytes, first byte in the low bits whatever the host byte order */
-static inline uint64_t load_le64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
 
 static int is_ascii(const unsigned char *s, int64_t n)
 {
@@ -346,7 +336,7 @@ static int64_t props_entries(const unsigned char *p, int64_t n, int ascii, int64
         int64_t x = -1, e = s, nl, vl, j;
         for (;;) { /* to the next 0x02 (or the end), noting the first 0x01 */
             while (e + 8 <= n) { /* skip words with no byte < 0x03 */
-                uint64_t v = load_le64(p + e);
+                uint64_t v = rmq_load_le64(p + e);
                 uint64_t t = (v - LOW3_BITS) & ~v & HIGH_BITS;
                 if (t)
                     break;

@@ -77,17 +77,6 @@ int rmq_utf8_valid(const unsigned char *s, size_t n)
     return valid;
 }
 
-/* eight bytes, first byte in the low bits whatever the host byte order */
-static inline uint64_t load_le64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if !RMQ_LITTLE_ENDIAN
-    v = RMQ_BSWAP64(v);
-#endif
-    return v;
-}
-
 /* bit 8k+7 set exactly where byte k of w equals the byte repeated in rep (no carries between bytes) */
 static inline uint64_t swar_eq(uint64_t w, uint64_t rep)
 {
@@ -143,8 +132,8 @@ static inline uint64_t short_mask(sep_iter *it)
     const size_t n = it->n;
     uint64_t w0, w1;
     if (n >= 8) { /* two overlapping words; a byte seen twice gives the same bit */
-        w0 = load_le64(p);
-        w1 = load_le64(p + n - 8);
+        w0 = rmq_load_le64(p);
+        w1 = rmq_load_le64(p + n - 8);
         it->hi |= ((w0 | w1) & HIGH_BITS) != 0;
         return compress8(swar_eq(w0, it->rep64)) | compress8(swar_eq(w1, it->rep64)) << (n - 8);
     }
@@ -173,7 +162,7 @@ static inline unsigned mask_index(uint64_t m)
 
 static inline uint64_t block_mask(sep_iter *it, const unsigned char *q)
 {
-    const uint64_t w = load_le64(q);
+    const uint64_t w = rmq_load_le64(q);
     it->hi |= (w & HIGH_BITS) != 0;
     return swar_eq(w, it->rep64);
 }
@@ -251,7 +240,7 @@ static inline int all_ascii(const unsigned char *s, size_t n)
     unsigned tail = 0;
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
-        acc |= load_le64(s + i);
+        acc |= rmq_load_le64(s + i);
     for (; i < n; i++)
         tail |= s[i];
     return ((acc & HIGH_BITS) | (tail & 0x80u)) == 0;
@@ -283,9 +272,9 @@ static inline int same_bytes(const unsigned char *a, const unsigned char *b, siz
         return 0;
     if (an >= 8) {
         for (i = 0; i + 8 <= an; i += 8)
-            if (load_le64(a + i) != load_le64(b + i))
+            if (rmq_load_le64(a + i) != rmq_load_le64(b + i))
                 return 0;
-        return load_le64(a + an - 8) == load_le64(b + an - 8);
+        return rmq_load_le64(a + an - 8) == rmq_load_le64(b + an - 8);
     }
     for (i = 0; i < an; i++)
         if (a[i] != b[i])

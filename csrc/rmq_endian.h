@@ -76,6 +76,17 @@ RMQ_INLINE uint64_t rmq_load_be64(const void *p)
     return (uint64_t)RMQ_BE64(v);
 }
 
+/* eight bytes, first byte in the low bits whatever the host byte order (SWAR scans, hashing) */
+RMQ_INLINE uint64_t rmq_load_le64(const void *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if !RMQ_LITTLE_ENDIAN
+    v = RMQ_BSWAP64(v);
+#endif
+    return v;
+}
+
 RMQ_INLINE void rmq_store_be16(void *p, uint16_t v)
 {
     v = (uint16_t)RMQ_BE16(v);

@@ -10,23 +10,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "rmq_endian.h"
 
 #define RMQ_JH_P4 923521u     /* 31^4 */
 #define RMQ_JH_P8 2487512833u /* 31^8 mod 2^32 */
-
-/* eight bytes, first byte in the low bits whatever the host byte order */
-static inline uint64_t rmq_jh_load_le64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if !RMQ_LITTLE_ENDIAN
-    v = RMQ_BSWAP64(v);
-#endif
-    return v;
-}
 
 /* sum b[i] 31^(7-i) over the eight bytes of x (b[0] in the low bits), mod 2^32, formed in
  * SIMD-within-a-register lanes: pairs 31 b + b' (< 2^13, 16-bit lanes), then 4-byte groups
@@ -46,7 +34,7 @@ static inline uint32_t rmq_jhash_ascii(uint32_t h, const unsigned char *s, size_
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
-        h = h * RMQ_JH_P8 + rmq_jh_block8(rmq_jh_load_le64(s + i));
+        h = h * RMQ_JH_P8 + rmq_jh_block8(rmq_load_le64(s + i));
     if (i + 4 <= n) {
         h = h * RMQ_JH_P4 + s[i] * 29791u + s[i + 1] * 961u + s[i + 2] * 31u + s[i + 3];
         i += 4;
