@@ -502,7 +502,7 @@ int64_t rmq_dispatch_hinted(const int64_t *ring, int64_t head, int64_t *ri, cons
         tlen = (sz >> 40) & 0xFFFF;
         qid = q & 0xFFFFFFFF;
         trel = (int64_t)((uint64_t)q >> 32);
-        if (size < 64 || size > limit - pos || trel + tlen > size || nkr > 1) {
+        if (size < RMQ_MIN_RECORD_SIZE || size > limit - pos || trel + tlen > size || nkr > 1) {
             *next_hint = at; /* not a hint this reader can use: parse this one record */
             break;
         }

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import InvalidMessageError, MessageTooLargeError, StoreClosedError
 from ..layout import HINT_CAPACITY, HINT_FIELDS
-from ..message import create_message_id
+from ..message import SCHEDULE_TOPIC, create_message_id
 from . import codec as _codec
 
 # the live end of the CommitLog: written after the record bytes (release), read by the dispatcher
@@ -487,7 +487,7 @@ cdef class Appender:
         """Java hash of ``topic + "#"`` for the records of ``topic`` that get dispatch hints (an ASCII
         str, not the delay topic), else -1."""
         cdef uint32_t h
-        if not PyUnicode_CheckExact(topic) or not PyUnicode_IS_ASCII(topic) or tb == b"SCHEDULE_TOPIC_XXXX":
+        if not PyUnicode_CheckExact(topic) or not PyUnicode_IS_ASCII(topic) or topic == SCHEDULE_TOPIC:
             return -1
         h = rmq_jhash_ascii(0, <const unsigned char *>PyBytes_AS_STRING(tb), <size_t>PyBytes_GET_SIZE(tb))
         h = h * 31 + 35  # + "#"

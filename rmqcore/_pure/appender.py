@@ -28,7 +28,7 @@ from ..layout import (
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
 )
-from ..message import create_message_id
+from ..message import SCHEDULE_TOPIC, create_message_id
 from . import codec
 from .hashing import index_key_hash, java_string_hash
 
@@ -268,7 +268,7 @@ class Appender:
         h = self._topic_hashes.get(topic) if type(topic) is str else None
         if h is None:
             h = -1
-            if type(topic) is str and topic.isascii() and tb != b"SCHEDULE_TOPIC_XXXX":
+            if type(topic) is str and topic.isascii() and topic != SCHEDULE_TOPIC:
                 h = (java_string_hash(topic) * 31 + 35) & 0xFFFFFFFF  # + "#"
                 self._topic_hashes[topic] = h
         return h

@@ -46,6 +46,7 @@ from ..layout import (
     HINT_FIELDS,
     MAGIC_V1,
     MAGIC_V2,
+    MIN_RECORD_SIZE,
     NCOLUMNS,
     ST_END,
     ST_MSG,
@@ -87,9 +88,6 @@ DF_BAD_UTF8 = 2
 
 _SCHEDULE_TOPIC = b"SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 _CHUNK = 256  # records decoded per codec.decode_batch call (bounds the scratch array)
-# a record's header up to SYSFLAG: TOTALSIZE, MAGICCODE, BODYCRC skipped, QUEUEID, FLAG, QUEUEOFFSET,
-# PHYSICALOFFSET, SYSFLAG (what a dispatch hint is checked against)
-_HINT_HEADER = struct.Struct(">ii4xiiqqi")
 
 
 def _array_shape(a: Any, ndim: int, name: str, writable: bool = True, contiguous: bool = False) -> tuple[int, ...]:
@@ -446,10 +444,10 @@ class Dispatcher:
                 break
             size, nkr, tlen = sz & 0xFFFFFFFF, (sz >> 32) & 0xFF, (sz >> 40) & 0xFFFF
             qid, trel = q & 0xFFFFFFFF, q >> 32
-            if size < 64 or size > limit - pos or trel + tlen > size or nkr > 1:
+            if size < MIN_RECORD_SIZE or size > limit - pos or trel + tlen > size or nkr > 1:
                 next_hint = at  # not a hint this reader can use: parse this one record
                 break
-            h_size, magic, h_qid, _flag, h_qoff, h_phys, sysf = _HINT_HEADER.unpack_from(buf, pos)
+            h_size, magic, _crc, h_qid, _flag, h_qoff, h_phys, sysf, _born = _codec._HEAD.unpack_from(buf, pos)
             if (h_size != size or magic not in (MAGIC_V1, MAGIC_V2) or h_qid != qid or h_qoff != qoff
                     or h_phys != phys or sysf & TRANSACTION_MASK):
                 next_hint = at  # not the record this hint describes: parse this one record
