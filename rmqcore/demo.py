@@ -43,8 +43,7 @@ def run(directory: Path, n: int, seed: int = 7) -> dict[str, object]:
                 k = min(rnd.randrange(2, 50), n - i)
                 tag = rnd.choice(TAGS)
                 bodies = [f"{topic}:{i + j}:".encode() + rnd.randbytes(40) for j in range(k)]
-                raw = [f"KEYS\x01order-{i + j}\x02TAGS\x01{tag}\x02" for j in range(k)]
-                store.put_batch(topic, bodies, q, properties_raw=raw)
+                store.put_batch(topic, bodies, q, tags=tag, keys=[f"order-{i + j}" for j in range(k)])
                 lst.extend((b, tag, f"order-{i + j}") for j, b in enumerate(bodies))
                 i += k
             else:

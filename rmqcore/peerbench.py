@@ -11,7 +11,7 @@ The rmqcore peer is a MessageStore with 256 MiB CommitLog files and the index on
 ``put(topic, body, queue, tags=, keys=)`` per message (dispatch builds consume queues, the key index
 and segment indexes before the first read); W2 = columnar read-back of every record with CRC
 verification; W3 = ``lookup`` (one native call: index walk, CRC and key re-check against the record)
-returning the body; W4 = ``put_batch`` with one properties string per message (KEYS, TAGS).
+returning the body; W4 = ``put_batch`` with each message's key and tag (``keys=``, ``tags=`` lists).
 """
 from __future__ import annotations
 
@@ -77,8 +77,7 @@ def _register(P: Any) -> None:
             self.put(TOPIC, body, i & 3, tags=tag, keys=key)
 
         def append_batch(self, keys: list[str], tags: list[str], bodies: list[bytes], lo: int, hi: int) -> None:
-            raw = [f"KEYS\x01{keys[j]}\x02TAGS\x01{tags[j]}\x02" for j in range(lo, hi)]
-            self.store.put_batch(TOPIC, bodies[lo:hi], lo & 3, properties_raw=raw)
+            self.store.put_batch(TOPIC, bodies[lo:hi], lo & 3, keys=keys[lo:hi], tags=tags[lo:hi])
 
         def close(self) -> None:
             self.store.close()

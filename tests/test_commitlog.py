@@ -533,3 +533,114 @@ def test_wrote_position_of_a_mapped_file_subclass(tmp_path: Path, impl, monkeypa
         assert [cl.read(r.physical_offset).body for r in rs] == [b"x" * (20 + i) for i in range(60)]
     if kind == "property":
         assert seen[-1] == rs[-1].physical_offset + rs[-1].size - files[-1].file_from_offset and FS in seen
+
+
+# -- put_batch(tags=, keys=): per-message tags and keys, encoded by the kernel ------------------------
+_TAGS_KEYS = [  # (tags, keys) of one message: plain ASCII, None, lists, non-ASCII, empty
+    ("TagA", "k1"), (None, "k2"), ("TagB", None), (None, None), ("", ""), ("TagC", ["a", "b c"]),
+    ("Tä", "kü"), ("TagD", ("x", "y")), ("T" * 300, "k" * 700),
+]
+
+
+@pytest.mark.parametrize("flavour", [4, 5])
+def test_put_batch_with_tags_and_keys_stores_what_put_stores(tmp_path: Path, impl, flavour: int) -> None:
+    tags = [t for t, _ in _TAGS_KEYS]
+    keys = [k for _, k in _TAGS_KEYS]
+    bodies = [b"m%d" % i for i in range(len(_TAGS_KEYS))]
+    with _cl(tmp_path / "single", impl, file_size=1 << 20, flavour=flavour) as one:
+        want = [one.read(one.put("T", b, 0, tags=t, keys=k).physical_offset).properties_string
+                for b, (t, k) in zip(bodies, _TAGS_KEYS)]
+    with _cl(tmp_path / "batch", impl, file_size=1 << 20, flavour=flavour) as cl:
+        r = cl.put_batch("T", bodies, 0, tags=tags, keys=keys)
+        got = [m.properties_string for m in cl.iter_records(r.physical_offset)]
+        assert got == want
+        assert want[0] == "KEYS\x01k1\x02TAGS\x01TagA" + ("\x02" if flavour == 5 else "")
+        assert want[3] == "" and want[5].startswith("KEYS\x01a b c\x02")
+        ms = list(cl.iter_records(r.physical_offset))
+        # an empty value is stored ("TAGS\x01") and read back as absent, as Java's split drops it
+        assert [m.tags for m in ms] == [t or None for t in tags]
+        # one str of tags for every message, keys only / tags only
+        r2 = cl.put_batch("T", [b"a", b"b"], 1, tags="Shared", keys=["x1", None])
+        assert [m.properties for m in cl.iter_records(r2.physical_offset)] == [
+            {"KEYS": "x1", "TAGS": "Shared"}, {"TAGS": "Shared"}]
+        r3 = cl.put_batch("T", [b"a"], 1, keys=("solo",))
+        assert [m.properties for m in cl.iter_records(r3.physical_offset)] == [{"KEYS": "solo"}]
+
+
+def test_put_batch_tags_and_keys_with_properties(tmp_path: Path, impl) -> None:
+    with _cl(tmp_path, impl, file_size=1 << 20) as cl:
+        r = cl.put_batch("T", [b"a", b"b"], 0, tags=["t1", None], keys=[None, "k2"],
+                         properties=[{"x": "1", "TAGS": "old", "KEYS": "oldk"}, {"y": "2"}])
+        assert [m.properties for m in cl.iter_records(r.physical_offset)] == [
+            {"x": "1", "KEYS": "oldk", "TAGS": "t1"}, {"y": "2", "KEYS": "k2"}]
+        r = cl.put_batch("T", [b"a", b"b"], 0, tags="t", properties={"z": "3"})
+        assert [m.properties for m in cl.iter_records(r.physical_offset)] == [{"z": "3", "TAGS": "t"}] * 2
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(keys="k1"), "one entry per body"),
+    (dict(keys=b"kk"), "one entry per body"),
+    (dict(keys=5), "one entry per body"),
+    (dict(keys=["k1"]), "1 entries for 2 bodies"),
+    (dict(tags=["a", "b", "c"]), "3 entries for 2 bodies"),
+    (dict(tags=b"ab"), "one entry per body"),
+    (dict(tags=["a", 5]), "must be str"),
+    (dict(keys=["a", 5]), "str or a sequence of str"),
+    (dict(keys=["a", [b"x"]]), "str or a sequence of str"),
+    (dict(keys=["ok", "bad\x01"]), "separator"),
+    (dict(tags=["ok", "bad\x02"]), "separator"),
+    (dict(tags=["ok", "t" * 40000]), "exceed"),
+    (dict(keys=["k"] * 2, properties_raw=["", ""]), "excludes"),
+    (dict(tags="t", properties=[{}]), "one mapping per body"),
+])
+def test_put_batch_bad_tags_or_keys_raise_and_write_nothing(tmp_path: Path, impl, kw, match) -> None:
+    with _cl(tmp_path, impl, file_size=1 << 20) as cl:
+        cl.put("T", b"first", 0)
+        end = cl.max_offset
+        with pytest.raises(InvalidMessageError, match=match):
+            cl.put_batch("T", [b"a", b"b"], 0, **kw)
+        assert cl.max_offset == end
+        assert cl.put("T", b"next", 0).queue_offset == 1
+
+
+@pytest.mark.parametrize("keys", [5, b"kk", [1, 2], ["a", None], 1.5])
+def test_put_with_keys_of_the_wrong_type_raises_and_writes_nothing(tmp_path: Path, impl, keys) -> None:
+    with _cl(tmp_path, impl) as cl:
+        with pytest.raises(InvalidMessageError, match="keys must be a str or a sequence of str"):
+            cl.put("T", b"x", 0, keys=keys)
+        assert cl.max_offset == 0
+
+
+_tk_text = st.one_of(st.none(), st.text(max_size=12), st.text(alphabet="ab \x01\x02é", max_size=6),
+                     st.integers(32750, 32770).map(lambda n: "k" * n))  # about MAX_PROPERTIES_LEN
+_tk_key = st.one_of(_tk_text, st.lists(st.text(alphabet="ab ", max_size=4), max_size=3))
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(_tk_text, _tk_key), min_size=1, max_size=6), st.sampled_from([4, 5]),
+       st.booleans())
+def test_batch_properties_twins_agree_with_the_per_message_rule(rows, flavour, one_tag) -> None:
+    """Both kernels give, for every message, what CommitLog._properties_bytes gives (put's rule),
+    or raise what it raises."""
+    from rmqcore._impl import kernel
+
+    with tempfile.TemporaryDirectory() as d:
+        cl = CommitLog(d, file_size=FS, flavour=flavour)
+        try:
+            tags = rows[0][0] if one_tag else [t for t, _ in rows]
+            keys = [k for _, k in rows]
+            outcomes = []
+            for name in IMPLS:
+                try:
+                    outcomes.append(kernel("appender", name).batch_properties(
+                        len(rows), tags, keys, flavour, cl._tags_keys_bytes))
+                except InvalidMessageError as e:
+                    outcomes.append((type(e), str(e)))
+            want: object
+            try:
+                want = [cl._properties_bytes(tags if one_tag else t, k, None, None) for t, k in rows]
+            except InvalidMessageError as e:
+                want = (type(e), str(e))
+            assert outcomes == [want] * len(IMPLS)
+        finally:
+            cl.close()

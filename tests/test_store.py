@@ -598,3 +598,24 @@ def test_queue_directories_that_are_no_integer_are_skipped(tmp_path: Path, impl)
     with MessageStore(tmp_path, impl=impl.name) as s:
         assert sorted(s.consume_queues) == [("T", 3)]
         assert s.get_messages("g", "T", 3, 0).messages[0].body == b"x"
+
+
+@pytest.mark.parametrize("dispatch", ["inline", "auto"])
+def test_put_batch_with_per_message_keys_and_tags_is_queried_and_filtered(tmp_path: Path, impl, dispatch) -> None:
+    """A batch whose messages carry their own KEYS and TAGS (the RocketMQ batch send) is indexed under
+    every key and filtered by tag like the same messages put one by one."""
+    keys = [f"order-{i}" for i in range(40)]
+    tags = ["Paid" if i % 3 else "Created" for i in range(40)]
+    with MessageStore(tmp_path, impl=impl.name, dispatch=dispatch, **GEOM) as s:
+        r = s.put_batch("Orders", [b"o%d" % i for i in range(40)], 1, keys=keys, tags=tags)
+        assert (r.queue_offset, r.count) == (0, 40)
+        for i in (0, 17, 39):
+            [m] = s.query_by_key("Orders", keys[i])
+            assert (m.body, m.tags, m.queue_offset) == (b"o%d" % i, tags[i], i)
+        got, off = [], 0
+        while off < 40:  # a pull reads one consume-queue file (10 units here), as RocketMQ's does
+            res = s.get_messages("g", "Orders", 1, off, max_msgs=64, tag_filter="Created")
+            got += [m.body for m in res.messages]
+            assert res.next_begin_offset > off
+            off = res.next_begin_offset
+        assert got == [b"o%d" % i for i in range(0, 40, 3)] and off == 40

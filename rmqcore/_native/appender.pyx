@@ -10,8 +10,10 @@ a contended ``put`` waits for it with the GIL released. Unusual arguments (a pro
 non-ASCII tags, hosts as text) go through the owner's Python helpers, exactly as the pure twin.
 """
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
+from cpython.list cimport PyList_CheckExact
+from cpython.tuple cimport PyTuple_CheckExact
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_GET_LENGTH
 cimport cython
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint32_t
@@ -808,6 +810,72 @@ cdef class Appender:
         finally:
             self._release()
 from .._pure.appender import BatchAppendResult  # one Python class serves both twins
+
+
+cdef inline bint _plain(object s) noexcept:
+    """None, or a str the kernel encodes itself (exact, ASCII)."""
+    return s is None or (PyUnicode_CheckExact(s) and PyUnicode_IS_ASCII(s))
+
+
+def batch_properties(Py_ssize_t n, tags, keys, int flavour, fallback):
+    """The pure twin's ``batch_properties``: the same bytes, with each message whose tags and
+    keys are None or ASCII strs (no separator, short enough) encoded here, one bytes object per
+    message and no Python call; ``fallback(tags, keys)`` builds (and raises for) every other."""
+    cdef list out = [None] * n
+    cdef Py_ssize_t i, tl, kl, plen
+    cdef const char *tp
+    cdef const char *kp
+    cdef char *d
+    cdef object t = None, k = None, b
+    cdef bint one_tag = tags is None or PyUnicode_Check(tags)
+    if one_tag:
+        t = tags
+    else:
+        tags = tags if PyList_CheckExact(tags) or PyTuple_CheckExact(tags) else list(tags)
+    if keys is not None:
+        keys = keys if PyList_CheckExact(keys) or PyTuple_CheckExact(keys) else list(keys)
+    if len(out) != n or (not one_tag and len(tags) < n) or (keys is not None and len(keys) < n):
+        raise InvalidMessageError("tags and keys need one entry per body")
+    for i in range(n):
+        if not one_tag:
+            t = tags[i]
+        if keys is not None:
+            k = keys[i]
+        if not (_plain(t) and _plain(k)):
+            out[i] = fallback(t, k)
+            continue
+        tl = kl = plen = 0
+        if k is not None:
+            kp = <const char *>PyUnicode_DATA(k)
+            kl = PyUnicode_GET_LENGTH(k)
+            plen = 5 + kl
+        if t is not None:
+            tp = <const char *>PyUnicode_DATA(t)
+            tl = PyUnicode_GET_LENGTH(t)
+            plen += 5 + tl + (1 if k is not None else 0)
+        if plen and flavour >= 5:
+            plen += 1
+        if (plen > MAX_PROPS or (k is not None and rmq_has_sep(kp, kl))
+                or (t is not None and rmq_has_sep(tp, tl))):
+            out[i] = fallback(t, k)  # raises: a separator, or too long
+            continue
+        b = PyBytes_FromStringAndSize(NULL, plen)
+        d = PyBytes_AS_STRING(b)
+        if k is not None:
+            memcpy(d, b"KEYS\x01", 5)
+            memcpy(d + 5, kp, kl)
+            d += 5 + kl
+            if t is not None:
+                d[0] = 2
+                d += 1
+        if t is not None:
+            memcpy(d, b"TAGS\x01", 5)
+            memcpy(d + 5, tp, tl)
+            d += 5 + tl
+        if plen and flavour >= 5:
+            d[0] = 2
+        out[i] = b
+    return out
 
 
 cdef extern from "<sys/mman.h>" nogil:

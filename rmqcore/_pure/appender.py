@@ -32,9 +32,22 @@ from ..message import SCHEDULE_TOPIC, create_message_id
 from . import codec
 from .hashing import index_key_hash, java_string_hash
 
-__all__ = ["Appender", "AppendResult", "BatchAppendResult", "prefault"]
+__all__ = ["Appender", "AppendResult", "BatchAppendResult", "batch_properties", "prefault"]
 
 _MADV_POPULATE_WRITE = 23  # Linux >= 5.14
+
+
+def batch_properties(
+    n: int, tags: Any, keys: Any, flavour: int, fallback: Callable[[Any, Any], bytes]
+) -> list[bytes]:
+    """The stored properties of each of ``n`` batch messages that have only tags and keys:
+    ``tags`` is None, one str for every message, or a sequence of ``n`` (str or None); ``keys``
+    None or a sequence of ``n`` (each a str, a sequence of str, or None). ``fallback(tags, keys)``
+    builds (and validates) one message's properties; the native twin encodes the plain case
+    itself (ASCII strs: ``KEYS\x01k\x02TAGS\x01t``, ``\x02`` at the end in ``flavour`` 5) and
+    asks ``fallback`` for everything else, so both give the same bytes and the same errors."""
+    one = tags is None or isinstance(tags, str)
+    return [fallback(tags if one else tags[i], None if keys is None else keys[i]) for i in range(n)]
 
 
 def prefault(mm: Any, start: int, end: int) -> bool:
