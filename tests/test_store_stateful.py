@@ -66,6 +66,22 @@ class StoreMachine(RuleBasedStateMachine):
             self.times.append((off, self.clock[0]))
         self.n += len(bodies)
 
+    @rule(topic=st.sampled_from(TOPICS), q=st.integers(0, QUEUES - 1),
+          msgs=st.lists(st.tuples(st.binary(max_size=200), st.sampled_from([None, "t1", "t2"]),
+                                  st.lists(st.sampled_from(KEYS), max_size=2, unique=True)),
+                        min_size=1, max_size=6))
+    def put_batch_per_message(self, topic, q, msgs) -> None:
+        """A batch whose messages carry their own tags and keys (tags=/keys= lists)."""
+        self.clock[0] += 1
+        r = self.store.put_batch(topic, [b for b, _, _ in msgs], q, tags=[t for _, t, _ in msgs],
+                                 keys=[k or None for _, _, k in msgs])
+        lst = self.queues.setdefault((topic, q), [])
+        assert r.queue_offset == len(lst)
+        for (b, t, k), off in zip(msgs, r.physical_offsets):
+            lst.append((b, t, tuple(k), off))
+            self.times.append((off, self.clock[0]))
+        self.n += len(msgs)
+
     @precondition(lambda self: self.n > 0)
     @rule(data=st.data(), max_msgs=st.integers(1, 40))
     def get(self, data, max_msgs) -> None:
