@@ -414,7 +414,10 @@ class CommitLog:
             # the strings go to the kernel as they are: it takes an ASCII str's bytes without a copy,
             # encodes any other str as UTF-8, refuses anything else and checks every length
             plist = properties_raw if type(properties_raw) is list else list(properties_raw)
-        elif tags is not None or keys is not None:
+        elif tags is None and keys is None and (properties is None or isinstance(properties, Mapping)):
+            one = self._properties_bytes(None, None, properties, None)
+            plist = [one] * n
+        else:
             tags = _per_message("tags", tags, n, True)
             keys = _per_message("keys", keys, n, False)
             if properties is None:  # the kernel builds "KEYS\x01k\x02TAGS\x01t\x02" itself, else asks us
@@ -430,13 +433,6 @@ class CommitLog:
                         properties if isinstance(properties, Mapping) else properties[i], None)
                     for i in range(n)
                 ]
-        elif properties is None or isinstance(properties, Mapping):
-            one = self._properties_bytes(None, None, properties, None)
-            plist = [one] * n
-        else:
-            if len(properties) != n:
-                raise InvalidMessageError("properties needs one mapping per body")
-            plist = [self._properties_bytes(None, None, p, None) for p in properties]
         if flags is not None and len(flags) != n:
             raise InvalidMessageError("flags needs one int per body")
         tran = sys_flag & L.TRANSACTION_MASK

@@ -644,3 +644,13 @@ def test_batch_properties_twins_agree_with_the_per_message_rule(rows, flavour, o
             assert outcomes == [want] * len(IMPLS)
         finally:
             cl.close()
+
+
+def test_batch_properties_twins_refuse_short_sequences(impl) -> None:
+    def fallback(t, k):  # never reached
+        raise AssertionError((t, k))
+
+    for tags, keys in ((["a"], None), (None, ["k"]), ("one", ["k"])):
+        with pytest.raises(InvalidMessageError, match="one entry per body"):
+            impl.appender.batch_properties(2, tags, keys, 5, fallback)
+    assert impl.appender.batch_properties(0, None, None, 5, fallback) == []

@@ -834,7 +834,7 @@ def batch_properties(Py_ssize_t n, tags, keys, int flavour, fallback):
         tags = tags if PyList_CheckExact(tags) or PyTuple_CheckExact(tags) else list(tags)
     if keys is not None:
         keys = keys if PyList_CheckExact(keys) or PyTuple_CheckExact(keys) else list(keys)
-    if len(out) != n or (not one_tag and len(tags) < n) or (keys is not None and len(keys) < n):
+    if (not one_tag and len(tags) < n) or (keys is not None and len(keys) < n):
         raise InvalidMessageError("tags and keys need one entry per body")
     for i in range(n):
         if not one_tag:

@@ -47,6 +47,8 @@ def batch_properties(
     itself (ASCII strs: ``KEYS\x01k\x02TAGS\x01t``, ``\x02`` at the end in ``flavour`` 5) and
     asks ``fallback`` for everything else, so both give the same bytes and the same errors."""
     one = tags is None or isinstance(tags, str)
+    if (not one and len(tags) < n) or (keys is not None and len(keys) < n):
+        raise InvalidMessageError("tags and keys need one entry per body")
     return [fallback(tags if one else tags[i], None if keys is None else keys[i]) for i in range(n)]
 
 
