@@ -758,6 +758,41 @@ def test_a_nap_ends_when_its_pipe_is_written_and_is_skipped_while_wanted(dsp: An
         d.set_signals(None, None)
 
 
+def test_a_nap_wakes_on_a_pipe_whose_descriptor_is_past_fd_setsize(dsp: Any) -> None:
+    """A process with over 1024 files open gives the wake pipe a descriptor select() cannot take
+    (FD_SETSIZE): the pure twin's nap raised ValueError there, which ended the reput thread."""
+    import fcntl
+    import os
+    import resource
+    import threading
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        if hard != resource.RLIM_INFINITY and hard < 1200:
+            pytest.skip(f"RLIMIT_NOFILE hard limit {hard} is below 1200")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    d = dsp.Dispatcher()
+    req, wanted = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    d.set_signals(req, wanted)
+    r0, w = os.pipe()
+    r = fcntl.fcntl(r0, fcntl.F_DUPFD, 1100)
+    os.close(r0)
+    try:
+        assert r >= 1100
+        d.nap(0.001, r)  # times out
+        t = threading.Timer(0.05, lambda: os.write(w, b"\0"))
+        t.start()
+        d.nap(60.0, r)  # returns when written, not after a minute
+        t.join()
+        assert req[0] == 0
+    finally:
+        os.close(r)
+        os.close(w)
+        d.set_signals(None, None)
+        if soft < 1200:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 # --------------------------------------------------------------------------------------------------
 # select_units: the unit loop of getMessage
 # --------------------------------------------------------------------------------------------------

@@ -479,8 +479,10 @@ class Dispatcher:
         if not seconds >= 0:
             raise ValueError(f"nap of {seconds} s")
         if self._wanted is None or self._wanted[0] == 0:
-            if wake_fd >= 0:
-                select.select([wake_fd], [], [], min(seconds, 1e9))
+            if wake_fd >= 0:  # poll, as the native twin: select() refuses descriptors past FD_SETSIZE
+                waiter = select.poll()
+                waiter.register(wake_fd, select.POLLIN)
+                waiter.poll(min(seconds * 1000.0, 2**31 - 1))
             else:
                 time.sleep(min(seconds, 1e9))
         if self._gil_req is not None:  # holding the GIL: no request out
