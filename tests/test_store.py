@@ -243,7 +243,7 @@ def test_index_resume_survives_a_live_run_past_the_call_end(tmp_path: Path, impl
 def test_puts_hand_the_gil_to_a_dispatch_thread_that_asks(tmp_path: Path, impl) -> None:
     """Appender.set_gil_request: a put that sees a new request number lets the GIL go until the
     number changes (a thread that asks gets to run Python code before the put returns); a number it
-    has seen does not stop it again, and without an answer it waits 20 ms at most."""
+    has seen does not stop it again, and without an answer it waits 2 ms at most."""
     import numpy as np
 
     s = MessageStore(tmp_path, impl=impl.name, dispatch="inline", **GEOM)
@@ -254,20 +254,23 @@ def test_puts_hand_the_gil_to_a_dispatch_thread_that_asks(tmp_path: Path, impl) 
         def attempt(number: int) -> list[str]:
             order: list[str] = []
 
+            ready = threading.Event()
+
             def dispatcher_side() -> None:
-                time.sleep(0.002)  # lets the GIL go: the main thread reaches its put meanwhile
+                ready.wait()  # without the GIL, until the main thread is about to put
                 order.append("answered")  # needs the GIL, which the put below holds unless it hands it over
                 req[0] = 0
 
             req[0] = number
             t = threading.Thread(target=dispatcher_side)
             t.start()
+            ready.set()  # the main thread keeps the GIL from here into the put
             s.put("T", b"x", 0)
             order.append("put returned")
             t.join()
             return order
 
-        # the put waits at most 20 ms for the answer: a loaded machine may miss one
+        # the put waits at most 2 ms for the answer: a loaded machine may miss one
         assert ["answered", "put returned"] in [attempt(n) for n in (5, 6, 7)]
         req[0] = 8  # nobody answers: the put goes on after its bounded wait, and only once
         for _ in range(3):

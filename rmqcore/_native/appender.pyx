@@ -164,7 +164,8 @@ cdef extern from "rmq_hash.h" nogil:
 if (RMQ_HINT_CAPACITY, RMQ_HINT_FIELDS) != (HINT_CAPACITY, HINT_FIELDS):
     raise ImportError("csrc/rmq_hints.h disagrees with rmqcore/layout.py")
 
-DEF GIL_YIELD_MAX_NS = 20_000_000  # a bound: the dispatch thread answers once it holds the GIL
+DEF GIL_YIELD_MAX_NS = 2_000_000  # a bound: the dispatch thread answers once it holds the GIL (see
+# Dispatcher.set_signals for why 2 ms and not 20)
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -402,7 +403,7 @@ cdef class Appender:
         """Share ``request`` (int64[1], or None) with a thread that dispatches without the GIL
         (the reput thread). It writes a new nonzero number there when it leaves its nogil run and
         needs the GIL, and 0 once it holds the GIL. A put that sees a number it has not yet seen
-        lets the GIL go and waits (up to 20 ms, should that thread never come) until that number
+        lets the GIL go and waits (up to 2 ms, should that thread not come) until that number
         changes, then takes the GIL back as usual.
 
         Why: a thread that wants the GIL back from a thread running Python code waits for the

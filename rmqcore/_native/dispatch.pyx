@@ -503,7 +503,7 @@ cdef class Dispatcher:
 
         ``request``, with the writers (``Appender.set_gil_request``): a live run (and a ``nap``)
         writes a new nonzero number there just before it leaves its nogil code and needs the GIL.
-        A writer that saw the number waits without the GIL until it changes (20 ms at most), so
+        A writer that saw the number waits without the GIL until it changes (2 ms at most), so
         the GIL goes to this thread rather than back to the writer; then it queues for the GIL as
         any thread does. A ``nap`` writes 0 once it holds the GIL; a live run leaves the number
         there until the next run starts (which writes 0) or the caller writes 0 itself, so the
@@ -514,7 +514,11 @@ cdef class Dispatcher:
         writer could then wait out a file creation or lock wait with the GIL free, 20 ms at most.
         Measured again with dispatch hints, in 6 interleaved pairs of 2M puts with dispatch:
         single puts 2.28M msg/s with the request left out against 2.01M without; batches the
-        same either way.)
+        same either way. The writer's wait was then cut from 20 ms to 2 ms: a put that waited
+        out a bind stalled the put loop 15-20 ms (its longest per-put gap in 2M warm single
+        puts; 4-10 ms with the 2 ms bound), and in 3 interleaved pairs of bench_store's 2M warm
+        single puts (`auto`) the 2 ms bound ran at 5.50-5.61M msg/s against 4.71-5.44M, batches
+        the same (6 pairs, 10.0-10.4M either way but for one slow round each).)
         ``wanted``: nonzero while another thread waits to dispatch (the store's dispatch lock) or
         for the reput thread to stop (close). A live run that has caught up with the writer naps
         without the GIL (``live_nap``) for the writer to go on, and returns instead when this is

@@ -161,7 +161,7 @@ def _int_field(v: Any, name: str, lo: int, hi: int) -> int:
 
 
 _NEVER = 2**63 - 1  # no position reaches it
-_GIL_YIELD_MAX_S = 0.020  # a dispatch thread's bind work (file creation) takes a few ms
+_GIL_YIELD_MAX_S = 0.002  # as the native twin's GIL_YIELD_MAX_NS
 _I32 = (-(2**31), 2**31 - 1)
 _I64 = (-(2**63), 2**63 - 1)
 
@@ -241,7 +241,7 @@ class Appender:
     def set_gil_request(self, request: Any) -> None:
         """Share ``request`` (int64[1], or None) with a thread that dispatches without the GIL.
         It holds a new nonzero number while that thread needs the GIL, 0 otherwise; a put that sees
-        a number it has not seen yet lets the GIL go until the number changes (at most 20 ms).
+        a number it has not seen yet lets the GIL go until the number changes (at most 2 ms).
         (This twin lets it go by sleeping; the native one waits without it.)"""
         if request is not None:
             a = np.asarray(request)
