@@ -223,7 +223,7 @@ class MessageStore:
         try:
             self._open(cfg, fresh=saved is None)
         except BaseException:
-            self._release_lock()
+            self._abandon()
             raise
 
     # -- opening -------------------------------------------------------------------------------------
@@ -251,13 +251,23 @@ class MessageStore:
         # not under SYNC_FLUSH: each sync would write the written folio whole (p50 of a durable put
         # went from ~0.3 to ~1.1 ms here)
         self._huge_pages = cfg.huge_pages and cfg.flush_disk_type == "ASYNC_FLUSH" and not self.read_only
+        # what _stop_threads and _close_files look at, set before anything can fail (_abandon)
+        self._reput_thread: threading.Thread | None = None  # started once the store is open
+        self._stop = threading.Event()
+        self._wake: tuple[int, int] | None = None
+        self._group_commit: GroupCommitService | None = None
+        self._async_flush: AsyncFlushService | None = None
+        self._logics_flush: AsyncFlushService | None = None
+        self._logics_warmer: WarmAhead | None = None
+        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.index: Any = None
+        self.segindex: Any = None
         self.commitlog = CommitLog(
             self.store_dir, file_size=cfg.commitlog_file_size, flavour=cfg.flavour, store_host=cfg.store_host,
             clock=cfg.clock, max_message_size=cfg.max_message_size, read_only=self.read_only,
             check_crc=cfg.check_crc_on_recover, recover=False, impl=self.impl, warm_next=cfg.warm_mapped_file,
             huge_pages=self._huge_pages,
         )
-        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._topics: dict[str, int] = {}
         self._views_out = 0
         self._disk_full = False
@@ -266,7 +276,6 @@ class MessageStore:
         # held while consume-queue and index files are synced, and by whatever closes such files
         # meanwhile (retention): the periodic flush syncs without the dispatch lock
         self._logics_files_lock = threading.Lock()
-        self._reput_thread: threading.Thread | None = None  # started once the store is open
         self._dispatch_kernel = _impl.kernel("dispatch", self.impl)
         # scratch of the general dispatch path, one record at a time (_dispatch_one); a record has at
         # most one key per two bytes of properties, plus UNIQ_KEY
@@ -306,9 +315,6 @@ class MessageStore:
         self._recover()
         if not self.read_only and fresh:
             save_geometry(self.store_dir, cfg)
-        self._group_commit: GroupCommitService | None = None
-        self._async_flush: AsyncFlushService | None = None
-        self._logics_flush: AsyncFlushService | None = None
         if not self.read_only:
             cl = self.commitlog
             if cfg.flush_disk_type == "SYNC_FLUSH":
@@ -322,8 +328,6 @@ class MessageStore:
             # consume queues, index files and the checkpoint are flushed on their own schedule
             self._logics_flush = AsyncFlushService(
                 lambda: 0, lambda: 1 << 62, self._flush_logics, cfg.flush_interval_consume_queue_ms, 0, 1 << 40)
-        self._stop = threading.Event()
-        self._wake: tuple[int, int] | None = None
         self._reput_error: RmqError | None = None
         self._read_your_writes = cfg.dispatch != "background" and not self.read_only
         # get_messages' limits (the config is frozen): memory share, then on-disk and in-memory caps
@@ -341,7 +345,6 @@ class MessageStore:
             self._wake = os.pipe()  # close writes a byte: the reput thread's nap ends at once
             self._reput_thread = threading.Thread(target=self._reput_loop, name="rmqcore-reput", daemon=True)
             self._reput_thread.start()
-        self._logics_warmer: WarmAhead | None = None
         if cfg.logics_warm_ahead > 0 and not self.read_only:
             self._logics_warmer = WarmAhead(self._warm_regions, _LOGICS_WARM_CHUNK, "rmqcore-logics-warm-ahead")
 
@@ -1461,6 +1464,36 @@ class MessageStore:
             return
         if self._views_out:
             raise BufferError("record views are still in use; leave their `with` block before closing")
+        self._stop_threads()
+        try:
+            if not self.read_only:
+                self.dispatch()
+                self.flush()
+                if self._group_commit is not None:  # acks still held by producers see the close's flush
+                    self._group_commit.mark_durable(self.commitlog.flushed_offset)
+                self.checkpoint.flush()
+                # a clean shutdown only when every CommitLog byte was dispatched (RocketMQ's rule)
+                if self.dispatch_lag == 0:
+                    try:
+                        os.unlink(self.store_dir / "abort")
+                    except FileNotFoundError:
+                        pass
+        finally:
+            self._closed = True
+            self._close_files()
+
+    def _abandon(self) -> None:
+        """A failed open stops what it started and closes what it opened so far (the CommitLog's
+        maps and descriptors, consume queues, index files, flushers), writing nothing; they used
+        to stay open until garbage collected."""
+        self._closed = True
+        try:
+            self._stop_threads()
+        finally:
+            self._close_files()
+
+    def _stop_threads(self) -> None:
+        """Stop the reput thread (after its run), the flush services and the logics warm-ahead."""
         if self._reput_thread is not None:
             self._stop.set()
             try:
@@ -1481,32 +1514,26 @@ class MessageStore:
         if self._logics_warmer is not None:  # before any file is unmapped
             self._logics_warmer.stop()
             self._logics_warmer = None
-        try:
-            if not self.read_only:
-                self.dispatch()
-                self.flush()
-                if self._group_commit is not None:  # acks still held by producers see the close's flush
-                    self._group_commit.mark_durable(self.commitlog.flushed_offset)
-                self.checkpoint.flush()
-                # a clean shutdown only when every CommitLog byte was dispatched (RocketMQ's rule)
-                if self.dispatch_lag == 0:
-                    try:
-                        os.unlink(self.store_dir / "abort")
-                    except FileNotFoundError:
-                        pass
-        finally:
-            self._closed = True
-            self._drop_lookup()
-            self._release_dispatcher()
-            if self.segindex is not None:
-                self.segindex.close()
-                self.segindex = None
-            self.commitlog.close()
-            for cq in self.consume_queues.values():
-                cq.close()
+
+    def _close_files(self) -> None:
+        """Let go of every file, each step even when an earlier one raised: the lookup's and the
+        dispatcher's buffers first (nothing may export a map being closed), then the maps, the
+        lock last. What does not exist yet (a failed open) is skipped."""
+        with contextlib.ExitStack() as steps:  # callbacks run last-in first-out
+            steps.callback(self._release_lock)
             if self.index is not None:
-                self.index.close()
-            self._release_lock()
+                steps.callback(self.index.close)
+            for cq in self.consume_queues.values():
+                steps.callback(cq.close)
+            if hasattr(self, "commitlog"):
+                steps.callback(self.commitlog.close)
+            if self.segindex is not None:
+                steps.callback(self.segindex.close)
+                self.segindex = None
+            if hasattr(self, "_dispatcher"):
+                steps.callback(self._release_dispatcher)
+            if hasattr(self, "_lookup_front"):
+                steps.callback(self._drop_lookup)
 
     def __enter__(self) -> MessageStore:
         return self
