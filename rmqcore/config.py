@@ -42,6 +42,10 @@ class StoreConfig:
     # slot read and a chain walk in the index file. Answers are the same either way.
     key_cache: bool = True
     check_crc_on_recover: bool = True  # checkCRCOnRecover
+    # rmqcore: recovery checks every consume-queue unit against the CommitLog and rebuilds wrong ones
+    # (``rmqcore recover`` does); otherwise only each queue's last units (and, after a crash, the
+    # units of the re-dispatched range are rebuilt)
+    check_consume_queues: bool = False
     warm_mapped_file: bool = False  # warmMappedFileEnable: pre-fault the next CommitLog file
     flush_disk_type: str = "ASYNC_FLUSH"  # flushDiskType: ASYNC_FLUSH or SYNC_FLUSH (group commit)
     flush_interval_ms: int = 500  # flushIntervalCommitLog

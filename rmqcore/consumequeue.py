@@ -12,7 +12,9 @@ A queue whose first file is created for an offset > 0 is padded with filler unit
 ``(0, 0x7FFFFFFF, 0)`` and its min offset starts there (fillPreBlank).
 
 Crash semantics: rebuilt from the CommitLog on recovery (dispatch is idempotent: a unit whose
-record ends at or before ``max_physic_offset`` is skipped). Thread-safety: one writer (dispatch);
+record ends at or before ``max_physic_offset`` is skipped); units recovery cuts are zeroed, so no
+later open reads them again. File mtimes are set to the store time of each file's last unit
+(``stamp_mtimes``), as RocketMQ 4.x's time lookup expects. Thread-safety: one writer (dispatch);
 readers see complete units below the write position.
 """
 from __future__ import annotations
@@ -37,6 +39,7 @@ BOUNDARY_LOWER = "lower"
 BOUNDARY_UPPER = "upper"
 BOUNDARY_NEAREST = "nearest"  # RocketMQ 4.x getOffsetInQueueByTime(ts): the closest unit
 _UNIT_DTYPE = np.dtype(L.CQ_UNIT_FIELDS)
+_ZERO_UNIT = bytes(UNIT)
 
 
 def _units(mf: MappedFile, count: int, pos: int = 0) -> np.ndarray:
@@ -101,6 +104,7 @@ class ConsumeQueue:
         self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only, huge_pages=huge_pages)
         self.min_logic_offset = 0  # bytes
         self.max_physic_offset = -1  # offset + size of the last unit
+        self._stamped: dict[int, int] = {}  # file start -> write position when its mtime was set
 
     # -- loading / recovery ---------------------------------------------------------------------
     def load(self) -> None:
@@ -127,6 +131,9 @@ class ConsumeQueue:
                 process = files[i].file_from_offset
                 continue
             process = mf.file_from_offset + n * UNIT
+            if n < len(units) and not self.read_only and units[n].tobytes() != _ZERO_UNIT:
+                # an invalid unit with bytes after it: a later write must not make them units again
+                mf.zero(n * UNIT, mf.data_end(n * UNIT))
             break
         self.max_physic_offset = max_phys
         self._set_end(process)
@@ -338,12 +345,34 @@ class ConsumeQueue:
             # filler units (0, MAX) count as kept
             while n < len(units) and units[n]["offset"] == 0 and units[n]["size"] == 0x7FFFFFFF:
                 n += 1
-            mf.wrote_position = mf.flushed_position = n * UNIT
+            self._cut_file(mf, n * UNIT)
             if n:
                 self.max_physic_offset = int(units[n - 1]["offset"]) + int(units[n - 1]["size"])
             break
         if not files:
             self.min_logic_offset = 0
+
+    def _cut_file(self, mf: MappedFile, pos: int) -> None:
+        """End ``mf``'s units at ``pos``; the units cut are zeroed (not in a read-only view), so
+        that no later recovery reads them as units again."""
+        if mf.wrote_position > pos and not self.read_only:
+            mf.zero(pos, mf.wrote_position)
+        mf.wrote_position = mf.flushed_position = pos
+
+    def truncate_units(self, queue_offset: int) -> None:
+        """Drop the units from ``queue_offset`` on (zeroed, later files deleted): a check found the
+        unit there wrong, and dispatch rebuilds them from the CommitLog."""
+        byte = queue_offset * UNIT
+        q = self.queue
+        for mf in reversed(list(q.files)):
+            if mf.file_from_offset >= byte and mf is not q.files[0]:
+                q.files.remove(mf)
+                mf.destroy()
+                continue
+            self._cut_file(mf, max(0, byte - mf.file_from_offset))
+            break
+        last = self.get(queue_offset - 1) if queue_offset > self.min_offset else None
+        self.max_physic_offset = last[0] + last[1] if last is not None and last[1] != 0x7FFFFFFF else -1
 
     def delete_expired(self, commitlog_min: int) -> int:
         """Delete files (never the last) whose last unit's record is before ``commitlog_min``."""
@@ -499,8 +528,31 @@ class ConsumeQueue:
     def flush(self) -> int:
         return self.queue.flush()
 
+    def stamp_mtimes(self, store_time_of: Callable[[int, int], int | None]) -> None:
+        """Set each file written since the last call to the store time of its last unit, as its mtime
+        (``store_time_of(phy_offset, size)``): RocketMQ 4.x's getOffsetInQueueByTime picks the first
+        file whose mtime is at or after the time asked, and a broker's files carry about that time.
+        A full file is set once; the one being written at each call (flush and close)."""
+        if self.read_only:
+            return
+        for mf in list(self.queue.files):
+            wrote = mf.wrote_position
+            if wrote < UNIT or self._stamped.get(mf.file_from_offset) == wrote or mf.closed:
+                continue
+            off, size, _ = _UNIT.unpack_from(mf.mm, wrote - UNIT)
+            t = store_time_of(off, size) if size != 0x7FFFFFFF else None
+            if t is not None and t > 0:
+                os.utime(mf.fd, ns=(t * 1_000_000, t * 1_000_000))
+                self._stamped[mf.file_from_offset] = wrote
+
     def close(self) -> None:
         self.queue.close()
+
+    def __enter__(self) -> ConsumeQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def destroy(self) -> None:
         for mf in list(self.queue.files):

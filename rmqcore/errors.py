@@ -33,6 +33,7 @@ __all__ = [
     "SegmentFullError",
     "RecoveryError",
     "MissingCodecError",
+    "RecoveryCutWarning",
 ]
 
 
@@ -179,3 +180,9 @@ class RecoveryError(RmqError):
 
 class MissingCodecError(RmqError, ImportError):
     """A compressed payload needs an optional package that is not installed."""
+
+
+class RecoveryCutWarning(UserWarning):
+    """Recovery cut valid records: the CommitLog ended at a damaged record (a CRC mismatch, a topic
+    no queue can be made for) with readable records after it. RocketMQ cuts there too; rmqcore keeps
+    the cut bytes in ``<store>/quarantine/`` and says where (``MessageStore.recovery.cuts``)."""

@@ -22,9 +22,11 @@ timeDiff is relative to the previous file's end: RocketMQ's quirk, kept for byte
 names are the local wall-clock creation time, loaded in name order.
 
 Crash semantics: not checksummed, rebuilt on recovery. Pages reach disk when the OS writes them back,
-when a full file is flushed on roll, and on ``flush()``/``close()``. After an unclean exit the store
-calls ``delete_newer_than(checkpoint.indexMsgTimestamp)`` and re-dispatches; ``build_index`` ignores
-records below the last file's endPhyOffset, so re-dispatching is idempotent.
+when a full file is flushed on roll (before the next file is created), and on ``flush()``/``close()``.
+After an unclean exit the store keeps the files that were durable (``truncate``: RocketMQ's
+indexMsgTimestamp rule, never the last file, never a file after one that goes, nothing past the
+recovered end) and re-dispatches from the last file's endPhyOffset; ``build_index`` ignores records
+below it, so re-dispatching is idempotent (the record at it is indexed again, as RocketMQ does).
 
 Thread-safety: one writer (the dispatch thread calls ``build_index*``); queries may run concurrently
 from other threads (they read entries a put may be writing, as RocketMQ's do) and take no lock: the file
@@ -500,6 +502,7 @@ class IndexService:
         self.index_msg_timestamp = 0
         self.on_roll: Callable[[int], None] | None = None
         self._mutate = threading.Lock()  # file creation / deletion / close (queries take no lock)
+        self._rolled: IndexFile | None = None  # the full file last flushed and reported on roll
         self._files: list[IndexFile] = []
         self._closed = False
         self._load()
@@ -583,19 +586,21 @@ class IndexService:
         end_phy = end_ts = 0
         if prev is not None:
             _, end_ts, _, end_phy = prev.times()
+            if self._rolled is not prev:
+                # IndexService.flush(prev), then checkpoint.indexMsgTimestamp := prev.endTimestamp.
+                # RocketMQ flushes on a thread after creating the next file; here it is done first,
+                # so every file but the last is durable (what abnormal recovery keeps, ``truncate``)
+                prev.flush()
+                self.index_msg_timestamp = end_ts
+                if self.on_roll is not None:
+                    self.on_roll(end_ts)
+                self._rolled = prev
         with self._mutate:
             f = IndexFile.create(
                 self.directory / self._new_name(), self.slot_count, self.max_entries,
                 end_phy_offset=end_phy, end_timestamp=end_ts, impl=self.impl,
             )  # fmt: skip
             self._files = [*self._files, f]  # copy on write: queries iterate the list they took
-        if prev is not None:
-            # IndexService.flush(prev) (RocketMQ runs it on a thread; here it is synchronous): then
-            # checkpoint.indexMsgTimestamp := prev.endTimestamp
-            prev.flush()
-            self.index_msg_timestamp = end_ts
-            if self.on_roll is not None:
-                self.on_roll(end_ts)
         return f
 
     def _put(self, f: IndexFile, key_hash: int, phy_offset: int, store_timestamp: int) -> IndexFile:
@@ -821,6 +826,27 @@ class IndexService:
                 break
             doomed.append(f)
         return self._remove(doomed)
+
+    def truncate(self, end: int, trusted: Callable[[int, IndexFile], bool] | None = None) -> list[str]:
+        """Recovery: keep the longest run of files, oldest first, that hold no entry at or past
+        ``end`` (the end of the recovered CommitLog) and that ``trusted(i, file)`` accepts; delete
+        the rest. The files kept then cover the CommitLog in physical order with no gap: dispatch
+        indexes again from the last one's endPhyOffset (``build_index`` skips only what they hold).
+        Deleting files from the middle, as RocketMQ's time rule does when the clock stepped back,
+        leaves a gap buildIndex never fills. Returns the names deleted.
+
+        Raises:
+            ConfigError: read-only service.
+            StoreClosedError: the service is closed.
+        """
+        self._writable()
+        files = self._files
+        keep = 0
+        for i, f in enumerate(files):
+            if (f.header.entries and f.end_phy_offset >= end) or (trusted is not None and not trusted(i, f)):
+                break
+            keep = i + 1
+        return self._remove(files[keep:])
 
     def delete_newer_than(self, timestamp: int) -> list[str]:
         """Abnormal-recovery step of ``IndexService.load``: delete every file whose endTimestamp >

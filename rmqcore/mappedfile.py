@@ -9,7 +9,8 @@ Mirrors RocketMQ's ``DefaultMappedFile`` / ``MappedFileQueue``:
   naming the file (RocketMQ: "length not matched message store config value");
 * files whose names are not 20 decimal digits are ignored (RocketMQ fails on them; a stray
   ``.bak`` or editor file should not keep a store from opening);
-* truncation never zeroes bytes: it moves positions and deletes whole files after the offset.
+* truncation moves positions and deletes whole files after the offset; it does not zero bytes
+  (``zero`` does, for recovery: a later scan must not read what it cut).
 
 Thread-safety: one writer; readers may read positions below ``wrote_position`` concurrently.
 Pointers into the map never outlive a kernel call; ``close`` fails with BufferError while a
@@ -17,6 +18,7 @@ zero-copy view is exported, so a map is never unmapped under a reader.
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import threading
@@ -32,6 +34,7 @@ __all__ = ["MappedFile", "MappedFileQueue"]
 _MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 _PREFAULT_CHUNK = 4 * 1024 * 1024
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux
+_SCAN_CHUNK = 1 << 20  # bytes data_end reads and zero writes at a time
 
 
 def _advise_huge(mm: mmap.mmap) -> None:
@@ -129,6 +132,45 @@ class MappedFile:
             fileops.current().fdatasync(self.fd, self)
             self.flushed_position = max(self.flushed_position, wrote)
         return self.flushed_position
+
+    def data_end(self, start: int) -> int:
+        """One past the last non-zero byte at or after ``start`` (``start`` when there is none). Ranges
+        the file system reports as never written (SEEK_DATA/SEEK_HOLE: holes, unwritten extents) are
+        skipped without reading them; the rest is read through the map, from the end backwards."""
+        segments: list[tuple[int, int]] = []
+        pos, stop = start, self.file_size
+        try:
+            while pos < stop:
+                d = os.lseek(self.fd, pos, os.SEEK_DATA)
+                if d >= stop:
+                    break
+                pos = min(os.lseek(self.fd, d, os.SEEK_HOLE), stop)
+                segments.append((d, pos))
+        except OSError as e:
+            if e.errno != errno.ENXIO:  # ENXIO: no data past pos; anything else: no such seek here
+                segments = [(start, stop)]
+        except AttributeError:  # no SEEK_DATA on this platform
+            segments = [(start, stop)]
+        for lo, hi in reversed(segments):
+            while hi > lo:
+                a = max(lo, hi - _SCAN_CHUNK)
+                n = len(self.mm[a:hi].rstrip(b"\0"))
+                if n:
+                    return a + n
+                hi = a
+        return start
+
+    def zero(self, start: int, stop: int) -> None:
+        """Overwrite ``[start, stop)`` with zeros through the map and make that durable (what
+        recovery cuts must not be read again by a later scan)."""
+        if self.read_only:
+            raise ConfigError(f"{self.path} is open read-only")
+        from . import _impl
+
+        for a in range(start, stop, _SCAN_CHUNK):
+            b = min(stop, a + _SCAN_CHUNK)
+            self.mm[a:b] = bytes(b - a)
+        _impl.appender.sync_range(self.mm, start, stop)
 
     def close(self) -> None:
         if self._closed:

@@ -26,6 +26,7 @@ import os
 import re
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,12 +55,14 @@ from .errors import (
     InvalidRecordError,
     InvalidTopicError,
     OffsetOutOfRangeError,
+    RecoveryCutWarning,
     RmqError,
     StoreClosedError,
     StoreLockedError,
 )
 from .flush import AsyncFlushService, DurableAck, GroupCommitService
-from .message import MessageExt, compute_tags_code, decode_message_id, validate_topic
+from .message import MessageExt, compute_tags_code, decode_message_id
+from .recovery import QueueRepair, RecoveryReport, cut_commitlog, record_sound, unit_problem
 from .warmahead import Region, WarmAhead, ahead_end, index_region
 
 __all__ = [
@@ -375,42 +378,100 @@ class MessageStore:
                 self.consume_queues[(tdir.name, int(qdir.name))] = cq
 
     def _recover(self) -> None:
-        """DefaultMessageStore.load + recover.
+        """DefaultMessageStore.load + recover (``recovery`` reports what it did).
 
-        Normal (no ``abort`` file): consume queues, then the CommitLog from its third-last file.
-        Abnormal (``abort`` left by a crash): index files newer than the checkpoint's index time are
-        deleted; the CommitLog is scanned (CRC checked) from the newest file whose first record was
-        stored before the checkpoint's min timestamp, and every record from there is re-dispatched
-        (idempotent). Unlike RocketMQ, re-dispatch starts early enough to rebuild the index for
-        everything after the last surviving index file (RocketMQ issue #8007). Then consume queues
-        and files are cut at the end of the valid data.
+        Normal (no ``abort`` file): the CommitLog from its third-last file. Abnormal (``abort`` left
+        by a crash): from the newest file whose first record was stored before the checkpoint's min
+        timestamp, every record re-dispatched from there (idempotent). Either way the CommitLog ends
+        at the first record that cannot be read (CRC checked), as in RocketMQ; what is cut is zeroed,
+        and kept in quarantine when it holds valid records (``recovery.cut_commitlog``). Consume
+        queues end at the same place, each queue's last unit is checked against the CommitLog (every
+        unit with ``check_consume_queues``; after a crash the units of the re-dispatched range are
+        rebuilt), and index files are kept only as far as they cover the CommitLog without a gap
+        (``IndexService.truncate``); dispatch then rebuilds what was dropped, the index from the
+        record after the last file kept (RocketMQ issue #8007, and its clock variant). A record whose
+        topic cannot be dispatched ends the CommitLog there like any unreadable record.
         """
         cfg = self.config
         abort = self.store_dir / "abort"
         self.last_exit_ok = not abort.exists()
         self.checkpoint = StoreCheckpoint(self.store_dir / "checkpoint", cfg.flavour, read_only=self.read_only)
+        self.recovery = RecoveryReport(abnormal=not self.last_exit_ok)
         if self.index is not None:
             self.index.on_roll = self._on_index_roll
-        if not self.last_exit_ok and self.index is not None and not self.read_only:
-            self.index.delete_newer_than(self.checkpoint.index_msg_timestamp)
         for cq in self.consume_queues.values():
             cq.recover()
         cl = self.commitlog
         redispatch_from: int | None = None
+        self.segindex = None
         if self.read_only:
-            end = self._read_only_end()
-        elif self.last_exit_ok:
-            end, _stop = cl.scan_end(progress=self._progress)
-            cl.set_end(end)
+            end = self.recovered_end = self._read_only_end()
         else:
-            start_index = self._abnormal_start_file()
-            end, _stop = cl.scan_end(start_index, progress=self._progress)
-            end = self._drop_torn_last_record(end)
-            cl.set_end(end)
-            redispatch_from = cl.queue.files[start_index].file_from_offset if cl.queue.files else 0
-            if self.index is not None and self.index.index_files:
-                redispatch_from = min(redispatch_from, self.index.index_files[-1].end_phy_offset)
+            start_index = None if self.last_exit_ok else self._abnormal_start_file()
+            end, stop = cl.scan_end(start_index, progress=self._progress)
+            reason = stop.reason if stop is not None else "end of data"
+            if start_index is not None:
+                end, torn = self._drop_torn_last_record(end)
+                reason = "torn last record" if torn else reason
+                redispatch_from = cl.queue.files[start_index].file_from_offset if cl.queue.files else 0
+            self._cut_commitlog(end, reason)
+        first = True
+        while True:
+            self._settle_logics(end, redispatch_from, first)
+            first = False
+            if self.read_only:
+                return
+            from .segindex import SegmentIndexService
+
+            self.segindex = SegmentIndexService(self.store_dir, cl, interval=cfg.index_interval_bytes,
+                                                impl=self.impl)
+            self.segindex.recover(self.reput_from_offset)
+            try:
+                self.dispatch()
+                break
+            except InvalidRecordError as e:
+                at = next((mf.file_from_offset + e.position for mf in cl.queue.files if mf.path == e.path),
+                          -1)
+                if not cl.min_offset <= at < end:
+                    raise
+                # a record no queue can be made for (its topic): the CommitLog ends there, and the
+                # logics are settled again at the new end
+                self._release_dispatcher()
+                self.segindex.close()
+                self.segindex = None
+                end = at
+                self._cut_commitlog(end, "undispatchable topic")
+        # queue offsets after re-dispatch (records recovered past the old consume queues)
+        for (topic, qid), cq in self.consume_queues.items():
+            cl.set_queue_offset(topic, qid, cq.max_offset)
+        if not self.last_exit_ok and cfg.flavour >= 5:
+            self.checkpoint.confirm_phy_offset = self._last_record_start(end)
+        self._write_abort()
+
+    def _cut_commitlog(self, end: int, reason: str) -> None:
+        """End the CommitLog at ``end``: the cut bytes are zeroed, or kept in quarantine when they hold
+        valid records (then a RecoveryCutWarning says what was cut and where it is)."""
+        saved = load_geometry(self.store_dir)
+        strict = bool(saved and saved.get("flavour") == 5)
+        cut = cut_commitlog(self.commitlog, end, reason, lambda m: record_sound(m, strict), self.store_dir,
+                            self.config.flavour)
+        self.commitlog.set_end(end)
         self.recovered_end = end
+        if cut is None:
+            return
+        self.recovery.cuts.append(cut)
+        if cut.records:
+            warnings.warn(RecoveryCutWarning(
+                f"{self.store_dir}: recovery cut {cut.records} valid records ({cut.bytes} bytes from "
+                f"CommitLog offset {cut.offset}, {cut.path} position {cut.position}: {cut.reason}), as "
+                f"RocketMQ does; they are kept in {cut.quarantine} (rmqcore.recovery.restore_quarantined "
+                "puts them back)"),
+                stacklevel=5)
+
+    def _settle_logics(self, end: int, redispatch_from: int | None, first: bool) -> None:
+        """Consume queues and index files after the CommitLog ends at ``end``; sets where dispatch
+        starts (``reput_from_offset``): early enough to rebuild what was dropped."""
+        cl = self.commitlog
         if not cl.queue.files:  # no CommitLog at all: consume queues are meaningless
             for cq in list(self.consume_queues.values()):
                 if not self.read_only:
@@ -420,31 +481,72 @@ class MessageStore:
         if max_cq_phys >= end:
             for cq in self.consume_queues.values():
                 cq.truncate_dirty(end)
+        start = redispatch_from
+        if not self.read_only:
+            for cq in self.consume_queues.values():
+                at = self._check_queue(cq, end)
+                if at is not None:
+                    start = at if start is None else min(start, at)
+                if redispatch_from is not None:  # the crash window: rebuilt by re-dispatch
+                    cq.truncate_dirty(redispatch_from)
+            if self.index is not None:
+                trusted = None
+                if first and not self.last_exit_ok:
+                    # durable only: RocketMQ's rule (endTimestamp <= indexMsgTimestamp), and never the
+                    # last file (synced only at close); what follows a file that goes, goes too
+                    last, ts = len(self.index.index_files) - 1, self.checkpoint.index_msg_timestamp
+                    trusted = lambda i, f: i < last and f.end_timestamp <= ts  # noqa: E731
+                begins = [f.times()[2] for f in self.index.index_files]  # beginPhyOffset of each
+                dropped = self.index.truncate(end, trusted)
+                self.recovery.index_files_dropped += dropped
+                if dropped:  # indexing resumes where the files kept end (or the first dropped began)
+                    kept = self.index.index_files
+                    redo = kept[-1].end_phy_offset if kept else begins[len(begins) - len(dropped)]
+                    start = redo if start is None else min(start, redo)
         cl_min = cl.min_offset
         for (topic, qid), cq in self.consume_queues.items():
             cl.set_queue_offset(topic, qid, cq.max_offset)
             cq.correct_min_offset(cl_min)
-        if redispatch_from is None:
+        if start is None:
             # dispatch resumes after the last record the consume queues know (4.x ReputMessageService)
-            start = max(max((cq.max_physic_offset for cq in self.consume_queues.values()), default=0), cl_min)
-        else:
-            start = max(redispatch_from, cl_min)
-        self.reput_from_offset = min(max(start, 0), end)
+            start = max((cq.max_physic_offset for cq in self.consume_queues.values()), default=0)
+        self.reput_from_offset = min(max(start, cl_min, 0), end)
         self._index_resume = (-1, 0)
         self._reput_pub[0] = self.reput_from_offset
-        self.segindex = None
-        if not self.read_only:
-            from .segindex import SegmentIndexService
 
-            self.segindex = SegmentIndexService(self.store_dir, cl, interval=cfg.index_interval_bytes, impl=self.impl)
-            self.segindex.recover(self.reput_from_offset)
-            self.dispatch()
-            # queue offsets after re-dispatch (records recovered past the old consume queues)
-            for (topic, qid), cq in self.consume_queues.items():
-                cl.set_queue_offset(topic, qid, cq.max_offset)
-            if not self.last_exit_ok and cfg.flavour >= 5:
-                self.checkpoint.confirm_phy_offset = self._last_record_start(end)
-            self._write_abort()
+    def _check_queue(self, cq: ConsumeQueue, end: int) -> int | None:
+        """Check the units of ``cq`` against the CommitLog (the last ones, walking back while they are
+        wrong; every unit with ``check_consume_queues``): the units from the first wrong one on are
+        dropped and reported. Returns the CommitLog offset from which dispatch rebuilds them."""
+        cl = self.commitlog
+        lo, hi = max(cq.min_offset, cq.queue.min_offset() // L.CQ_UNIT_SIZE), cq.max_offset
+        topic = cq.topic.encode("utf-8")
+
+        def problem(q: int) -> str | None:
+            unit = cq.get(q)
+            if unit is None:
+                return "no unit"
+            return unit_problem(cl, topic, cq.queue_id, q, unit[0], unit[1], end)
+
+        bad, detail = None, ""
+        if self.config.check_consume_queues:
+            for q in range(lo, hi):
+                why = problem(q)
+                if why is not None:
+                    bad, detail = q, why
+                    break
+        else:
+            q = hi - 1
+            while q >= lo:
+                why = problem(q)
+                if why is None:
+                    break
+                bad, detail, q = q, why, q - 1
+        if bad is None:
+            return None
+        cq.truncate_units(bad)
+        self.recovery.repaired_queues.append(QueueRepair(cq.topic, cq.queue_id, bad, detail))
+        return cq.max_physic_offset if cq.max_physic_offset >= 0 else cl.min_offset
 
     def _on_index_roll(self, end_timestamp: int) -> None:
         """A full index file was flushed: record its end time (indexMsgTimestamp) durably."""
@@ -470,29 +572,25 @@ class MessageStore:
                 return i
         return 0
 
-    def _drop_torn_last_record(self, end: int) -> int:
+    def _drop_torn_last_record(self, end: int) -> tuple[int, bool]:
         """A crash during a write leaves the record's tail zeroed. The body CRC and the length
         fields catch most of that; a zeroed tail of the topic or properties text passes them. So the
-        last record before ``end`` must also have a valid topic and, in flavour-5 stores rmqcore
-        created, properties ending with ``\x02`` (5.x writers always end them so). Returns the end
-        of the valid data."""
+        last record before ``end`` must also be sound (``recovery.record_sound``: a valid topic and,
+        in flavour-5 stores rmqcore created, properties ending with ``\x02``, as 5.x writers always
+        end them). Returns the end of the valid data and whether the last record was dropped."""
         start = self._last_record_start(end)
         if end <= 0 or start >= end:
-            return end
+            return end, False
         try:
             m = self.commitlog.read(start, verify_crc=True) if start < self.commitlog.max_offset else None
         except (CorruptionError, OffsetOutOfRangeError):
-            return start
+            return start, True
         if m is None or m.position + m.size != end:
-            return end
-        try:
-            validate_topic(m.topic_bytes.decode("ascii"))
-        except (UnicodeDecodeError, InvalidMessageError):
-            return start
+            return end, False
         saved = load_geometry(self.store_dir)
-        if saved and saved.get("flavour") == 5 and m.properties_bytes and not m.properties_bytes.endswith(b"\x02"):
-            return start
-        return end
+        if not record_sound(m, bool(saved and saved.get("flavour") == 5)):
+            return start, True
+        return end, False
 
     def _last_record_start(self, end: int) -> int:
         cl = self.commitlog
@@ -853,7 +951,10 @@ class MessageStore:
             mf.mm, pos, mf.wrote_position, self._cols, self._disp, self._keys, False)
         if n == 0:
             raise_status(self.commitlog._codec, status, mf.path, pos)
-        self._apply_dispatch(mf, 1, nkeys)
+        try:
+            self._apply_dispatch(mf, 1, nkeys)
+        except InvalidTopicError as e:  # as _bind_queue reports it: where the record is
+            raise InvalidRecordError(str(e), pos, mf.path) from None
         topic_b = bytes(mf.mm[int(self._cols[L.C_TOPIC_POS, 0]) : int(self._cols[L.C_TOPIC_POS, 0])
                               + int(self._cols[L.C_TOPIC_LEN, 0])])
         key = (topic_b, int(self._cols[L.C_QUEUE_ID, 0]))
@@ -1423,9 +1524,18 @@ class MessageStore:
         self.checkpoint.flush()
 
     def _sync_consume_queues(self) -> None:
-        """Sync the consume queues (``_logics_files_lock`` held)."""
+        """Sync the consume queues, then set each written file's mtime to its last unit's store time
+        (``ConsumeQueue.stamp_mtimes``) (``_logics_files_lock`` held)."""
         for cq in list(self.consume_queues.values()):  # the reput thread may add queues meanwhile
             cq.flush()
+            cq.stamp_mtimes(self._unit_store_time)
+
+    def _unit_store_time(self, physical_offset: int, size: int) -> int | None:
+        """``store_time_of`` for a unit's record; None while retention is deleting its file."""
+        try:
+            return self.store_time_of(physical_offset, size)
+        except ValueError:  # the file's map was closed meanwhile (clean_expired)
+            return None
 
     def _flush_logics(self) -> None:
         """Flush dispatched consume queues, then the checkpoint (periodic: FlushConsumeQueueService).

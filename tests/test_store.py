@@ -15,17 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from rmqcore import fileops
 from rmqcore.configfiles import loads_fastjson
 from rmqcore.consumequeue import ConsumeQueue
 from rmqcore.errors import (
     ConfigError,
     CorruptionError,
     DiskFullError,
-    InvalidRecordError,
     InvalidTopicError,
     StoreClosedError,
 )
 from rmqcore.store import GetStatus, MessageStore
+from tests.faults import FullFor
 
 GEOM = dict(commitlog_file_size=64 * 1024, cq_file_size=200, index_slots=50, index_entries=200)
 
@@ -418,10 +419,11 @@ def test_get_messages_takes_integer_arguments_of_any_int_type(tmp_path: Path, im
                 s.get_messages("g", "T", 0, args["offset"], args["max_msgs"], args["max_bytes"])
 
 
-def test_a_record_topic_that_is_no_directory_name_is_reported_not_followed(tmp_path: Path, impl) -> None:
+def test_a_record_topic_that_is_no_directory_name_is_cut_not_followed(tmp_path: Path, impl) -> None:
     """A CommitLog record whose topic is a path ("../../outside1": the body CRC does not cover the
     topic) once made dispatch create consume-queue files outside the store, wherever the topic
-    pointed. Now the record is reported where it is and nothing is created."""
+    pointed. Now recovery ends the CommitLog there, as at any record it cannot read (zeroed, reported
+    in ``recovery.cuts``), and nothing is created."""
     d = tmp_path / "store"
     geom = dict(commitlog_file_size=1 << 20, cq_file_size=200, index_slots=10, index_entries=40)
     with MessageStore(d, impl=impl.name, **geom) as s:
@@ -434,10 +436,12 @@ def test_a_record_topic_that_is_no_directory_name_is_reported_not_followed(tmp_p
     cl.write_bytes(bytes(raw))
     shutil.rmtree(d / "consumequeue")  # dispatch rebuilds the consume queues from the CommitLog
     (d / "checkpoint").unlink()
-    with pytest.raises(InvalidRecordError) as e:
-        MessageStore(d, impl=impl.name)
-    assert (e.value.path, e.value.position) == (str(cl), r.physical_offset)
-    assert "../../outside1" in str(e.value)
+    with MessageStore(d, impl=impl.name) as s:
+        assert s.commitlog.max_offset == r.physical_offset
+        assert [(c.path, c.position, c.records, c.reason) for c in s.recovery.cuts] == [
+            (str(cl), r.physical_offset, 0, "undispatchable topic")]
+        assert s.max_offset("Topic_ok_first", 0) == 1
+    assert not any(cl.read_bytes()[r.physical_offset :])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
     assert not (d / "consumequeue" / ".." / ".." / "outside1").exists()
 
@@ -641,35 +645,33 @@ def _open_under(path: Path) -> list[str]:
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc/self")
 @pytest.mark.parametrize("damage", ["config", "record"])
 def test_a_failed_open_leaves_no_file_open_and_no_thread(tmp_path: Path, impl, damage: str) -> None:
-    """An open that fails (a corrupt config file after the CommitLog is mapped; a bad record met by
+    """An open that fails (a corrupt config file after the CommitLog is mapped; a full disk met by
     recovery's dispatch, with consume queues, index and segment indexes open) closes what it had
     opened and stops what it had started before it raises: those stayed open until garbage
     collection (an fd and a map per file, two flusher threads), nothing else is written, and a
-    repaired store opens at once."""
+    repaired store opens at once. (A record recovery cannot dispatch no longer fails an open: it
+    ends the CommitLog there.)"""
     d = tmp_path / "store"
     with MessageStore(d, impl=impl.name, **GEOM) as s:
         for i in range(30):
             s.put("T", b"x%d" % i, i % 3, keys=f"k{i}")
         s.commit_offset("g", "T", 0, 1)
-        r = s.put("AAAAAAAAAAAAAA", b"hello", 0)
+        s.put("AAAAAAAAAAAAAA", b"hello", 0)
     offsets = d / "config" / "consumerOffset.json"
     good = offsets.read_text()
     if damage == "config":
         offsets.write_text('{"offsetTable":{"T@g":{"x":1}}}')
         expected: type[Exception] = CorruptionError
-    else:
-        cl = d / "commitlog" / "00000000000000000000"
-        raw = bytearray(cl.read_bytes())
-        i = raw.index(b"AAAAAAAAAAAAAA", r.physical_offset)
-        raw[i : i + 14] = b"../../outside1"
-        cl.write_bytes(bytes(raw))
+    else:  # recovery's dispatch rebuilds the consume queues, and no file can be created for them
         shutil.rmtree(d / "consumequeue")
         (d / "checkpoint").unlink()
-        expected = InvalidRecordError
+        expected = DiskFullError
     gc.collect()
     threads = {t.ident for t in threading.enumerate()}
     before = {p.name: p.read_bytes() for p in d.rglob("*") if p.is_file() and p.name != "lock"}
-    with pytest.raises(expected):
+    disk = FullFor(f"{d.name}/consumequeue/")
+    disk.full = damage == "record"
+    with fileops.use(disk), pytest.raises(expected):
         MessageStore(d, impl=impl.name)
     assert _open_under(d) == []  # no garbage collection in between
     assert [t.name for t in threading.enumerate() if t.ident not in threads] == []
