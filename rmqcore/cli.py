@@ -204,7 +204,8 @@ def _open_store(args: argparse.Namespace, index: bool = False) -> Any:
 
     store = _store_root(args)
     geometry = _full_geometry(args, store) if index else _geometry(args)
-    return MessageStore(store, read_only=True, message_index_enable=index, **geometry)
+    flavour, _why = _detect_flavour(store, getattr(args, "flavour", None))
+    return MessageStore(store, read_only=True, message_index_enable=index, flavour=flavour, **geometry)
 
 
 def _full_geometry(args: argparse.Namespace, store: Path) -> dict[str, Any]:
@@ -322,6 +323,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     store = _store_root(args)
     geometry = _full_geometry(args, store)
+    geometry["flavour"] = _detect_flavour(store)[0]
     rep = verify_store(store, progress=_Progress("verify", args.progress), **geometry)
     if args.json:
         _emit(rep.as_dict())
@@ -335,23 +337,45 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_recover(args: argparse.Namespace) -> int:
+    import warnings
+
+    from .errors import RecoveryCutWarning
     from .store import MessageStore
 
     store = _store_root(args)
     geometry = _full_geometry(args, store)
+    flavour, why = _detect_flavour(store, args.flavour)
     before = (store / "abort").exists()
     prog = _Progress("recover", args.progress)
-    with MessageStore(store, flavour=args.flavour, progress=prog, **geometry) as s:
-        out = {"store": str(store), "abnormal": before, "min_offset": s.commitlog.min_offset,
-               "max_offset": s.commitlog.max_offset,
-               "queues": len(s.consume_queues), "index_files": len(s.index.index_files) if s.index else 0}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecoveryCutWarning)
+        # every consume-queue unit is checked against the CommitLog (an open checks the last ones)
+        with MessageStore(store, flavour=flavour, progress=prog, check_consume_queues=True, **geometry) as s:
+            out = {"store": str(store), "flavour": flavour, "flavour_reason": why, "abnormal": before,
+                   "min_offset": s.commitlog.min_offset, "max_offset": s.commitlog.max_offset,
+                   "queues": len(s.consume_queues), "index_files": len(s.index.index_files) if s.index else 0,
+                   **s.recovery.as_dict()}
+    for w in caught:  # what recovery cut: one line each (the JSON has the details)
+        if issubclass(w.category, RecoveryCutWarning):
+            sys.stderr.write(f"rmqcore: warning: {w.message}\n")
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     out["clean"] = not (store / "abort").exists()
     if args.json:
         _emit(out)
     else:
         kind = "abnormal (crash)" if before else "normal"
-        print(f"{store}: {kind} recovery; CommitLog [{out['min_offset']}, {out['max_offset']}), "
-              f"{out['queues']} consume queues, {out['index_files']} index files; closed cleanly")
+        print(f"{store}: {kind} recovery (RocketMQ {flavour}.x files: {why}); CommitLog "
+              f"[{out['min_offset']}, {out['max_offset']}), {out['queues']} consume queues, "
+              f"{out['index_files']} index files; closed cleanly")
+        for c in out["cuts"]:
+            kept = f"kept in {c['quarantine']}" if c["quarantine"] else "zeroed"
+            print(f"  cut at offset {c['offset']} ({c['reason']}): {c['bytes']} bytes, "
+                  f"{c['records']} valid records, {kept}")
+        for r in s.recovery.repaired_queues:
+            print(f"  rebuilt consume queue {r.topic}/{r.queue_id} from offset {r.queue_offset}: {r.detail}")
+        if out["index_files_rebuilt"]:
+            print(f"  rebuilt index files {', '.join(out['index_files_rebuilt'])}")
     return 0
 
 
@@ -526,7 +550,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
             index_geo = _index_geometry(store / "index")
         except CliError:  # two unknowns in one file size: report what can be known
             sources["index_slots"] = sources["index_entries"] = "unknown (pass --index-slots/--index-entries)"
-    with MessageStore(store, read_only=True, message_index_enable=False, **given) as s:
+    with MessageStore(store, read_only=True, message_index_enable=False, flavour=flavour, **given) as s:
         cfg = s.config
         cl = s.commitlog
         geometry: dict[str, Any] = {"commitlog_file_size": cfg.commitlog_file_size, "cq_file_size": cfg.cq_file_size}
@@ -757,8 +781,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     rec = sub.add_parser("recover", help="recover a store in place as opening it would, then close it cleanly")
     rec.add_argument("store_dir")
-    rec.add_argument("--flavour", type=int, choices=(4, 5), default=5,
-                     help="RocketMQ bytes for files recovery writes (checkpoint, abort): 4 or 5")
+    rec.add_argument("--flavour", type=int, choices=(4, 5), default=None,
+                     help="RocketMQ bytes for files recovery writes (checkpoint, abort): 4 or 5 "
+                          "(default: rmqcore.json, else detected from the checkpoint layout and abort file)")
     rec.add_argument("--json", action="store_true")
     rec.add_argument("--progress", action="store_true", help="progress bar even when not on a terminal")
     _add_geometry(rec)
@@ -807,7 +832,12 @@ def run(args: argparse.Namespace) -> int:
         _say_error(str(e), f"stop the process that has the store open, or use a read-only command ({READ_ONLY_COMMANDS})")
         return EXIT_PROBLEM
     except CorruptionError as e:
-        _say_error(str(e), "`rmqcore verify STORE_DIR` reports every problem; `rmqcore recover STORE_DIR` cuts a torn tail")
+        if args.command == "recover":  # recovery itself stopped there: running it again would too
+            _say_error(str(e), "recovery cannot repair this file; `rmqcore verify STORE_DIR` reports every "
+                               "problem: move the damaged file aside or restore it from a copy")
+        else:
+            _say_error(str(e), "`rmqcore verify STORE_DIR` reports every problem; "
+                               "`rmqcore recover STORE_DIR` cuts a torn tail")
         return EXIT_PROBLEM
     except ConfigError as e:
         _say_error(str(e), "check --commitlog-file-size, --cq-file-size, --index-slots and --index-entries "

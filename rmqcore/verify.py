@@ -2,7 +2,9 @@
 
 Checks: each CommitLog file has the configured size and a record walk (CRC verified) that reaches
 its BLANK or the end of the data; the data ends before any later non-empty file; every consume-queue
-unit points at a record with the same size; index file headers are sane (indexCount within bounds).
+unit, as the queue holds it, points at a readable record of its queue (size, topic, queue id and
+queue offset; ``recovery.unit_problem``) before any invalid bytes; index file headers are sane
+(indexCount within bounds).
 Problems carry the file path and offset.
 """
 from __future__ import annotations
@@ -53,7 +55,9 @@ def verify_store(store_dir: str | Path, progress: Callable[[int, int], None] | N
     """Verify ``store_dir`` read-only (see the module docstring); ``progress(done, total)`` is
     called with CommitLog bytes walked."""
     from .commitlog import Blank, CommitLog, ScanStop
+    from .consumequeue import ConsumeQueue
     from .message import MessageExt
+    from .recovery import unit_problem
     from .store import MessageStore
 
     store_dir = Path(store_dir)
@@ -107,19 +111,23 @@ def verify_store(store_dir: str | Path, progress: Callable[[int, int], None] | N
         for mf in later:
             rep.problems.append(Problem("commitlog", mf.path, mf.file_from_offset,
                                         "valid records after an invalid one (unreachable by a RocketMQ reader)"))
-        for (topic, qid), cq in sorted(s.consume_queues.items()):
-            units = cq.all_units()
-            base = cq.queue.min_offset() // L.CQ_UNIT_SIZE if cq.queue.files else 0
-            for k, (off, size) in enumerate(zip(units["offset"].tolist(), units["size"].tolist())):
-                rep.consume_queue_units += 1
-                if off == 0 and size == 0x7FFFFFFF:
-                    continue  # pre-blank filler
-                if off < cl.min_offset:
-                    continue  # expired record
-                if sizes.get(off) != size:
+        # every unit as the queue holds it (the store's view ends the queues where the CommitLog's
+        # recovery would): each must point at a readable record of its queue before the invalid bytes
+        readable_end = stop.position if stop is not None else end
+        for (topic, qid) in sorted(s.consume_queues):
+            with ConsumeQueue(store_dir, topic, qid, file_size=s.config.cq_file_size, read_only=True) as cq:
+                cq.load()
+                cq.recover()
+                units = cq.all_units()
+                base = cq.queue.min_offset() // L.CQ_UNIT_SIZE if cq.queue.files else 0
+                topic_b = topic.encode("utf-8")
+                for k, (off, size) in enumerate(zip(units["offset"].tolist(), units["size"].tolist())):
+                    rep.consume_queue_units += 1
                     q = base + k
-                    rep.problems.append(Problem("consumequeue", str(cq.directory), q * L.CQ_UNIT_SIZE,
-                                                f"{topic}/{qid} unit {q} points at {off} size {size}, no such record"))
+                    bad = unit_problem(cl, topic_b, qid, q, off, size, readable_end)
+                    if bad is not None:
+                        rep.problems.append(Problem("consumequeue", str(cq.directory), q * L.CQ_UNIT_SIZE,
+                                                    f"{topic}/{qid} unit {q} {bad}"))
         if s.index is not None:
             for f in s.index.index_files:
                 rep.index_files += 1
