@@ -358,6 +358,7 @@ class ConsumeQueue:
         if mf.wrote_position > pos and not self.read_only:
             mf.zero(pos, mf.wrote_position)
         mf.wrote_position = mf.flushed_position = pos
+        self._stamped.pop(mf.file_from_offset, None)  # rewritten from here: its mtime is set again
 
     def truncate_units(self, queue_offset: int) -> None:
         """Drop the units from ``queue_offset`` on (zeroed, later files deleted): a check found the
