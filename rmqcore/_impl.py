@@ -1,11 +1,13 @@
-"""The only place that chooses between the native (Cython) kernels and their pure-Python twins.
+"""The kernel registry: the only place that lists the kernels and chooses between their twins.
 
-``RMQCORE_IMPL`` selects: ``auto`` (default: native when built, else pure), ``native`` (fail if the
-extension is missing) or ``pure``. ``RMQCORE_REQUIRE_NATIVE=1`` makes ``auto`` fail without the
-extension too (wheel tests). ``IMPLEMENTATION`` says which one was chosen.
+Every kernel comes in twins with identical names, signatures, return values and exceptions:
+``rmqcore._native.<name>`` (Cython over the C core in ``csrc/``) and ``rmqcore._pure.<name>`` (the
+readable reference). ``KERNELS`` lists every one of them; tests/test_kernels.py checks that the two
+twins of each expose the same surface (``__all__``, kinds, signatures).
 
-Kernel modules come in twins with identical names, signatures, return values and exceptions:
-``rmqcore._native.<name>`` and ``rmqcore._pure.<name>``.
+``RMQCORE_IMPL`` selects: ``auto`` (default: native when every native kernel is built, else pure),
+``native`` (fail if any is missing) or ``pure``. ``RMQCORE_REQUIRE_NATIVE=1`` makes ``auto`` fail
+without the extension too (wheel tests). ``IMPLEMENTATION`` says which one was chosen.
 """
 from __future__ import annotations
 
@@ -14,18 +16,38 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-KERNELS = ("crc", "hashing", "codec", "appender", "arrowcols", "groupcommit")
+# every kernel, RocketMQ half then Kafka half (a name here is rmqcore/_native/<name>.pyx and
+# rmqcore/_pure/<name>.py)
+KERNELS = (
+    "crc",
+    "hashing",
+    "codec",
+    "appender",
+    "arrowcols",
+    "groupcommit",
+    "dispatch",
+    "indexfile",
+    "keylookup",
+    "kafka_batch",
+    "sparse",
+)
 
 if TYPE_CHECKING:  # the pure twins are the type surface
     from ._pure import appender as appender
+    from ._pure import arrowcols as arrowcols
     from ._pure import codec as codec
     from ._pure import crc as crc
-    from ._pure import hashing as hashing
-    from ._pure import arrowcols as arrowcols
+    from ._pure import dispatch as dispatch
     from ._pure import groupcommit as groupcommit
+    from ._pure import hashing as hashing
+    from ._pure import indexfile as indexfile
+    from ._pure import kafka_batch as kafka_batch
+    from ._pure import keylookup as keylookup
+    from ._pure import sparse as sparse
 
 
 def native_available() -> bool:
+    """True when every native kernel in ``KERNELS`` imports."""
     try:
         for name in KERNELS:
             importlib.import_module(f"rmqcore._native.{name}")
@@ -54,10 +76,17 @@ IMPLEMENTATION: str = _choose()
 
 
 def kernel(name: str, impl: str | None = None) -> ModuleType:
-    """Return kernel module ``name`` of implementation ``impl`` (default: the chosen one)."""
+    """Return kernel module ``name`` of implementation ``impl`` (default: the chosen one).
+
+    Raises:
+        ValueError: ``impl`` is not "native" or "pure", or ``name`` is not in ``KERNELS``.
+        ImportError: the native twin was asked for and is not built.
+    """
     impl = impl or IMPLEMENTATION
     if impl not in ("native", "pure"):
         raise ValueError(f"unknown implementation {impl!r}")
+    if name not in KERNELS:
+        raise ValueError(f"unknown kernel {name!r} (the kernels: {', '.join(KERNELS)})")
     return importlib.import_module(f"rmqcore._{impl}.{name}")
 
 

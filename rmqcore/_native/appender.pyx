@@ -194,6 +194,8 @@ cdef extern from "rmq_pyslots.h":
     Py_ssize_t rmq_member_offset(object d, object cls)
     void rmq_slot_replace(PyObject *o, Py_ssize_t off, PyObject *v)
 
+__all__ = ["Appender", "AppendResult", "BatchAppendResult", "batch_properties", "prefault", "sync_range"]
+
 _NO_TOPIC = object()
 
 

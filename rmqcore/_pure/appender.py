@@ -32,7 +32,7 @@ from ..message import SCHEDULE_TOPIC, create_message_id
 from . import codec
 from .hashing import index_key_hash, java_string_hash
 
-__all__ = ["Appender", "AppendResult", "BatchAppendResult", "batch_properties", "prefault"]
+__all__ = ["Appender", "AppendResult", "BatchAppendResult", "batch_properties", "prefault", "sync_range"]
 
 _MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 
