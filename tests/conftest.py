@@ -1,9 +1,12 @@
 """Shared fixtures.
 
-``impl`` runs a test once per kernel implementation ("pure", "native"): it yields a namespace whose
-attributes are the kernel modules of that implementation (``impl.crc``, ``impl.codec`` ...). Native
-params fail (not skip) when the extension is missing, unless RMQCORE_IMPL=pure is set, so that a
-packaging slip cannot pass silently.
+``impl`` is the one fixture that picks a kernel twin: a test taking it runs once per implementation
+("pure", "native") and gets a namespace whose attributes are that implementation's kernel modules, every
+one in ``rmqcore._impl.KERNELS`` (``impl.crc``, ``impl.codec``, ``impl.kafka_batch`` ...), and ``name``
+to pass as ``impl=`` to the high-level classes. Native params are marked ``native`` and fail (not skip)
+when the extension is missing, unless RMQCORE_IMPL=pure is set, so that a packaging slip cannot pass
+silently. Crossing tests (encode with one twin, decode with the other) call ``twins()`` for every
+implementation's namespace instead.
 """
 from __future__ import annotations
 
@@ -38,16 +41,23 @@ if os.environ.get("RMQCORE_IMPL") == "pure":
     IMPLS = ["pure"]
 
 
+_NAMESPACES: dict[str, SimpleNamespace] = {}
+
+
 def _namespace(name: str) -> SimpleNamespace:
+    got = _NAMESPACES.get(name)
+    if got is not None:
+        return got
     mods = {}
     for k in _impl.KERNELS:
         try:
             mods[k] = _impl.kernel(k, name)
-        except ImportError:
+        except ImportError as e:
             if name == "native":
-                pytest.fail(f"native kernel {k!r} is not built (set RMQCORE_IMPL=pure to test pure only)")
+                pytest.fail(f"native kernel {k!r} is not built ({e}); RMQCORE_IMPL=pure tests pure only")
             raise
-    return SimpleNamespace(name=name, **mods)
+    got = _NAMESPACES[name] = SimpleNamespace(name=name, **mods)
+    return got
 
 
 @pytest.fixture(params=IMPLS)
@@ -55,9 +65,10 @@ def impl(request: pytest.FixtureRequest) -> SimpleNamespace:
     return _namespace(request.param)
 
 
-@pytest.fixture
-def impls() -> tuple[SimpleNamespace, ...]:
-    """Every implementation, for crossing tests (encode with one, decode with the other)."""
+def twins() -> tuple[SimpleNamespace, ...]:
+    """Every implementation's namespace (as ``impl`` gives them, in ``IMPLS`` order), for crossing tests.
+
+    The kernel modules are stateless, so hypothesis tests may share them across examples."""
     return tuple(_namespace(n) for n in IMPLS)
 
 

@@ -1,6 +1,6 @@
 """CommitLog record codec: unit tests, crossing property tests and fuzzing, run on both twins.
 
-Every test takes ``impl`` (once per implementation) or ``impls`` (all of them, for crossing and
+Every test takes ``impl`` (once per implementation) or calls ``twins()`` (all of them, for crossing and
 parity: encode with one, decode with the other; same bytes, same statuses, same exception classes).
 Byte layout: shared/spec/rocketmq-store.md section 1 and rmqcore/layout.py.
 """
@@ -67,8 +67,9 @@ from rmqcore.layout import (
     ST_MSG,
     ST_TORN,
 )
+from tests.conftest import twins
 
-# hypothesis tests use the function-scoped `impls` fixture; it always yields the same modules
+# hypothesis tests may take the function-scoped `impl` fixture; it always yields the same modules
 CROSS = settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 I32 = (-(2**31), 2**31 - 1)
@@ -182,7 +183,8 @@ def _public(cls: type) -> list[str]:
     return sorted(n for n in dir(cls) if not n.startswith("__"))
 
 
-def test_same_names_and_signatures(impls):
+def test_same_names_and_signatures():
+    impls = twins()
     ref = impls[0].codec
     for other in impls[1:]:
         assert list(other.codec.__all__) == list(ref.__all__)
@@ -419,8 +421,9 @@ def test_large_body(impl):
     assert impl.codec.check_record(bad, 0, len(bad), True) == (ST_BAD_CRC, len(rec))
 
 
-def test_source_overlapping_destination(impls):
+def test_source_overlapping_destination():
     """A body that is a view of the destination is snapshotted first (bytes() in the pure twin)."""
+    impls = twins()
     results = []
     for i in impls:
         buf = bytearray(bytes(range(256)) * 4)
@@ -628,7 +631,8 @@ def test_blank(impl):
         impl.codec.encode_blank(bytes(8), 0, 8)
 
 
-def test_blank_remaining_out_of_range_same_class(impls):
+def test_blank_remaining_out_of_range_same_class():
+    impls = twins()
     classes = {outcome(i.codec.encode_blank, bytearray(8), 0, 2**31)[1] for i in impls}
     assert len(classes) == 1 and classes != {"ok"}
 
@@ -932,8 +936,9 @@ def test_decode_batch_out_validation(impl):
             impl.codec.decode_batch(recs, 0, len(recs), bad, True)
 
 
-def test_decode_batch_into_views_and_other_dtypes(impls):
+def test_decode_batch_into_views_and_other_dtypes():
     """Strided views of a bigger array, float arrays, read-only arrays: same as the pure twin."""
+    impls = twins()
     recs, starts = stream(impls[0].codec, 4)
     results = []
     for i in impls:
@@ -1009,10 +1014,11 @@ def neighbours(draw: Any) -> list[dict[str, Any]]:
 
 @CROSS
 @given(ms=neighbours(), order=st.randoms(use_true_random=False))
-def test_decoding_neighbours_shares_nothing_wrong(impls, ms, order):
+def test_decoding_neighbours_shares_nothing_wrong(ms, order):
     """The native decoder hands out one object for a field value the previous record had (its
     magic, hosts, ports, topic): in any decoding order every field still equals the encoded one,
     and equal values are then the same object."""
+    impls = twins()
     buf, starts = bytearray(), []
     for m in ms:
         starts.append(len(buf))
@@ -1037,10 +1043,11 @@ def test_decoding_neighbours_shares_nothing_wrong(impls, ms, order):
 
 @CROSS
 @given(ms=neighbours(), data=st.data())
-def test_decode_messages_is_decode_record_of_each(impls, ms, data):
+def test_decode_messages_is_decode_record_of_each(ms, data):
     """``decode_messages`` = ``decode_record`` at each position, built by the factory (MessageExt,
     made directly by the native twin, or any callable): the same list, the same stop at a BLANK or
     at the end of the data, the same first error at a corrupt record or a position out of range."""
+    impls = twins()
     from rmqcore.message import MessageExt
 
     buf, starts = bytearray(), []
@@ -1118,11 +1125,12 @@ def property_strings(draw: Any) -> bytes:
 
 @CROSS
 @given(m=messages(), props=property_strings(), delay=st.booleans(), sys_flag=i32, position=i64)
-def test_message_ext_twins_answer_alike(impls, m, props, delay, sys_flag, position):
+def test_message_ext_twins_answer_alike(m, props, delay, sys_flag, position):
     """MessageExt, both twins (the native one has C fields): built from the same decode_record
     tuple (and, natively, by decode_messages without __init__), every field, property, the
     decompressed body and the repr are equal; pickling and copying keep all of it; a tuple of
     the wrong length raises ValueError in both."""
+    impls = twins()
     import copy
     import pickle
 
@@ -1148,8 +1156,9 @@ def test_message_ext_twins_answer_alike(impls, m, props, delay, sys_flag, positi
 
 @CROSS
 @given(m=messages(), pos=st.integers(0, 64))
-def test_crossing_roundtrip(impls, m, pos):
+def test_crossing_roundtrip(m, pos):
     """Encode with every twin (identical bytes), decode each encoding with every twin."""
+    impls = twins()
     encodings = []
     for enc in impls:
         buf = bytearray(pos + 6000)
@@ -1189,7 +1198,8 @@ def test_crossing_roundtrip(impls, m, pos):
     use_flags=st.booleans(),
     slack=st.integers(-3, 3),
 )
-def test_batch_parity(impls, head, items, use_flags, slack):
+def test_batch_parity(head, items, use_flags, slack):
+    impls = twins()
     bodies = [b for b, _, _ in items]
     props = [p for _, p, _ in items]
     flags = [f for _, _, f in items] if use_flags else None
@@ -1240,8 +1250,9 @@ loose_int = st.one_of(
     props_len=st.sampled_from([0, 32767, 32768]),
     avail=st.integers(0, 40_000),
 )  # fmt: skip
-def test_encode_parity_with_invalid_values(impls, m, over, born, topic_len, props_len, avail):
+def test_encode_parity_with_invalid_values(m, over, born, topic_len, props_len, avail):
     """Same result or same exception class from every twin, whatever the field values."""
+    impls = twins()
     m.update(over)
     if born:
         m["born_addr"] = born
@@ -1283,7 +1294,8 @@ def compare_readers(impls: Any, buf: bytes, pos: int, limit: int, cap: int) -> l
 @given(
     data=st.binary(max_size=400), pos=st.integers(-2, 420), extra=st.integers(-2, 420), cap=st.integers(0, 3)
 )
-def test_fuzz_arbitrary_bytes(impls, data, pos, extra, cap):
+def test_fuzz_arbitrary_bytes(data, pos, extra, cap):
+    impls = twins()
     compare_readers(impls, data, pos, pos + extra, cap)
 
 
@@ -1313,7 +1325,8 @@ def valid_streams(draw: Any) -> bytes:
     cut=st.integers(0, 10_000),
     cap=st.integers(0, 4),
 )
-def test_fuzz_damaged_records(impls, data, flips, writes, cut, cap):
+def test_fuzz_damaged_records(data, flips, writes, cut, cap):
+    impls = twins()
     buf = bytearray(data)
     for at, bit in flips:
         buf[at % len(buf)] ^= 1 << bit
@@ -1330,8 +1343,9 @@ def test_fuzz_damaged_records(impls, data, flips, writes, cut, cap):
 
 @CROSS
 @given(data=valid_streams(), cap=st.integers(1, 4))
-def test_fuzz_every_prefix_of_a_stream(impls, data, cap):
+def test_fuzz_every_prefix_of_a_stream(data, cap):
     """Each truncation point of a valid stream: same statuses everywhere, never a crash."""
+    impls = twins()
     for cut in range(0, len(data) + 1, max(1, len(data) // 40)):
         compare_readers(impls, data[:cut], 0, cut, cap)
 
@@ -1341,7 +1355,8 @@ def test_fuzz_every_prefix_of_a_stream(impls, data, cap):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=300), cuts=st.lists(st.tuples(st.integers(0, 320), st.integers(0, 40)), max_size=30))
-def test_slices_twins_agree_and_check_every_range(impls, data: bytes, cuts: list[tuple[int, int]]) -> None:
+def test_slices_twins_agree_and_check_every_range(data: bytes, cuts: list[tuple[int, int]]) -> None:
+    impls = twins()
     pos = np.array([p for p, _ in cuts], dtype=np.int64)
     ln = np.array([n for _, n in cuts], dtype=np.int64)
     inside = all(p + n <= len(data) for p, n in cuts)

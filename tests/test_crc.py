@@ -17,6 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import twins
+
 FIXTURE_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 NATIVE_NAMES = {"vpclmul", "pclmul", "sse42", "armv8", "slice-by-8"}
@@ -220,7 +222,8 @@ def test_property_chaining(crc, a, b, level) -> None:
 
 @FIXTURE_OK
 @given(data=st.binary(max_size=3000), value=st.integers(0, 0xFFFFFFFF), level=st.sampled_from(LEVELS))
-def test_property_native_equals_pure(impls, data, value, level) -> None:
+def test_property_native_equals_pure(data, value, level) -> None:
+    impls = twins()
     results = set()
     for ns in impls:
         ns.crc._force_level(level)
@@ -376,7 +379,8 @@ def test_threads(crc, impl) -> None:
     assert got == expect
 
 
-def test_twins_have_the_same_public_api(impls) -> None:
+def test_twins_have_the_same_public_api() -> None:
+    impls = twins()
     hooks = ["_force_level", "_force_portable", "_impl_names"]
     for ns in impls:
         assert ns.crc.__all__ == ["IMPL_NAME", "body_crc", "crc32", "crc32_range", "crc32c", "crc32c_range"]

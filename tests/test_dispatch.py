@@ -1,7 +1,6 @@
 """Dispatch kernel (ReputMessageService's per-record work): golden stores, parity, properties, fuzz.
 
-``dispatch_batch`` is not in ``rmqcore._impl.KERNELS``: tests taking ``impl`` load it with
-``_impl.kernel("dispatch", impl.name)``; crossing tests compare every twin in ``IMPLS``.
+Tests taking ``impl`` use ``impl.dispatch``; crossing tests compare every twin (``twins()``).
 Semantics: shared/spec/rocketmq-store.md sections 1.5 (properties), 3.3 (tagsCode), 4.2-4.3 (index
 keys) and 9 (dispatch).
 """
@@ -35,7 +34,7 @@ from rmqcore.layout import (
     ST_TORN,
 )
 from rmqcore.message import compute_tags_code, parse_properties
-from tests.conftest import IMPLS, RMQ_FIXTURES, VERSIONS, read_jsonl_gz
+from tests.conftest import IMPLS, RMQ_FIXTURES, VERSIONS, read_jsonl_gz, twins
 
 STORES = ("storeA", "storeB", "storeB2", "storeC")
 SCHEDULE = b"SCHEDULE_TOPIC_XXXX"
@@ -46,12 +45,12 @@ FAST = settings(
 
 
 def kernels() -> list[Any]:
-    return [_impl.kernel("dispatch", n) for n in IMPLS]
+    return [t.dispatch for t in twins()]
 
 
 @pytest.fixture
 def dsp(impl: Any) -> Any:
-    return _impl.kernel("dispatch", impl.name)
+    return impl.dispatch
 
 
 # --------------------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import twins
+
 FIXTURE_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 INT_MIN = -(2**31)
@@ -156,7 +158,8 @@ def test_property_matches_reference(impl, s) -> None:
 
 @FIXTURE_OK
 @given(s=_texts, slots=st.integers(1, 2**40))
-def test_property_native_equals_pure(impls, s, slots) -> None:
+def test_property_native_equals_pure(s, slots) -> None:
+    impls = twins()
     results = {
         (
             ns.hashing.java_string_hash(s),
@@ -172,7 +175,8 @@ def test_property_native_equals_pure(impls, s, slots) -> None:
     assert results.pop() == (h, key_hash, h, key_hash % slots)
 
 
-def test_twins_have_the_same_public_api(impls) -> None:
+def test_twins_have_the_same_public_api() -> None:
+    impls = twins()
     for ns in impls:
         assert ns.hashing.__all__ == ["index_key_hash", "index_slot", "java_string_hash", "tags_code"]
         assert all(callable(getattr(ns.hashing, n)) for n in ns.hashing.__all__)

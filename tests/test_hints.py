@@ -20,6 +20,7 @@ from rmqcore._pure.hashing import index_key_hash, tags_code
 from rmqcore.layout import (H_KEY, H_PHYS, H_QOFF, H_QUEUE, H_SEQ, H_SIZE, H_TAGS, H_TS, HINT_CAPACITY,
                             HINT_FIELDS)
 from rmqcore.store import MessageStore
+from tests.conftest import twins
 
 BIG = dict(commitlog_file_size=8 * 1024 * 1024, cq_file_size=6000, index_slots=101, index_entries=40_000)
 
@@ -148,7 +149,8 @@ def test_a_hint_describes_its_record(tmp_path: Path, impl: Any) -> None:
     s.close()
 
 
-def test_both_twins_leave_the_same_hints(tmp_path: Path, impls: Any) -> None:
+def test_both_twins_leave_the_same_hints(tmp_path: Path) -> None:
+    impls = twins()
     rings = []
     for im in impls:
         s = _store(tmp_path / im.name, im)

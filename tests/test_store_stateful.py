@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from types import SimpleNamespace
 
-import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -151,14 +151,9 @@ class StoreMachine(RuleBasedStateMachine):
             assert self.store.fetch_offset(g, t, q) == off
 
 
-@pytest.mark.parametrize("impl_name", ["pure", "native"])
-def test_store_state_machine(impl_name: str) -> None:
-    import os
-
-    if impl_name == "native" and os.environ.get("RMQCORE_IMPL") == "pure":
-        pytest.skip("pure-only run")
-    StoreMachine.impl = impl_name
+def test_store_state_machine(impl: SimpleNamespace) -> None:
+    StoreMachine.impl = impl.name
     runner = StoreMachine.TestCase
-    runner.settings = settings(max_examples=25 if impl_name == "pure" else 40, stateful_step_count=35,
+    runner.settings = settings(max_examples=25 if impl.name == "pure" else 40, stateful_step_count=35,
                                deadline=None)
     runner().runTest()

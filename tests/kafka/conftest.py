@@ -1,14 +1,7 @@
-"""Fixtures for the Kafka half.
-
-``kimpl`` runs a test once per kernel implementation ("pure", "native"): a namespace with the twin
-modules ``sparse`` and ``kafka_batch`` loaded by importlib, and ``name`` to pass as ``impl=`` to the
-high-level classes. The native param FAILS (never skips) when the extension is not built, unless
-``RMQCORE_IMPL=pure`` asks for the pure twins only.
-"""
+"""Fixtures for the Kafka half (the kernel twins come from tests/conftest.py: ``impl`` and ``twins()``)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
@@ -23,44 +16,6 @@ if not FIXTURES.is_dir():  # allow an override, as tests/conftest.py does
     FIXTURES = Path(os.environ.get("RMQCORE_SHARED", FIXTURES.parent)) / "fixtures"
 KAFKA = FIXTURES / "kafka"
 REAL_BROKER = FIXTURES / "kafka-real-broker"
-
-KIMPLS = ["pure", "native"]
-if os.environ.get("RMQCORE_IMPL") == "pure":
-    KIMPLS = ["pure"]
-
-KERNELS = ("sparse", "kafka_batch")
-
-
-def load_kernels(name: str) -> SimpleNamespace:
-    mods = {}
-    for k in KERNELS:
-        try:
-            mods[k] = importlib.import_module(f"rmqcore._{name}.{k}")
-        except ImportError as e:
-            if name == "native":
-                pytest.fail(
-                    f"native kernel {k!r} is not built ({e}); set RMQCORE_IMPL=pure to test pure only"
-                )
-            raise
-    return SimpleNamespace(name=name, **mods)
-
-
-@pytest.fixture(params=KIMPLS)
-def kimpl(request: pytest.FixtureRequest) -> SimpleNamespace:
-    return load_kernels(request.param)
-
-
-@pytest.fixture(scope="session")
-def kimpls() -> tuple[SimpleNamespace, ...]:
-    """Every implementation, for crossing tests (stateless modules: safe to share across examples)."""
-    return tuple(load_kernels(n) for n in KIMPLS)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        cs = getattr(item, "callspec", None)
-        if cs is not None and cs.params.get("kimpl") == "native":
-            item.add_marker(pytest.mark.native)
 
 
 def scenario_dirs() -> list[Path]:

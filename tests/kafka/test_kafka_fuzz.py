@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from rmqcore.errors import RmqError
 from rmqcore.kafka import LogSegment, SegmentConfig
 from rmqcore.kafka.records import DefaultRecordBatch, LegacyRecordBatch
+from tests.conftest import twins
 
 _SHARED = Path(__file__).resolve().parents[3] / "shared"
 if not _SHARED.is_dir():  # allow an override, as tests/conftest.py does
@@ -75,8 +76,9 @@ LOGS = st.one_of(flipped_log(), st.binary(max_size=600))
     start=st.integers(0, 200),
 )
 def test_kernels_never_crash_and_agree(
-    data: bytes, target: int, count: int, start: int, kimpls: tuple[SimpleNamespace, ...]
+    data: bytes, target: int, count: int, start: int
 ) -> None:
+    impls = twins()
     n = len(data)
     start = min(start, n)
     calls = [
@@ -91,15 +93,16 @@ def test_kernels_never_crash_and_agree(
     ]
     with memory_cap():
         for name, args in calls:
-            results = [outcome(getattr(k.kafka_batch, name), *args) for k in kimpls]
+            results = [outcome(getattr(k.kafka_batch, name), *args) for k in impls]
             assert all(r == results[0] for r in results), (name, results)
 
 
 @FUZZ
 @given(data=LOGS)
-def test_batch_decoders_raise_only_rmq_errors(data: bytes, kimpls: tuple[SimpleNamespace, ...]) -> None:
+def test_batch_decoders_raise_only_rmq_errors(data: bytes) -> None:
+    impls = twins()
     with memory_cap():
-        for k in kimpls:
+        for k in impls:
             hdrs, _stop, _st = k.kafka_batch.batch_headers(data, 0, len(data), 0, -1)
             for pos, size, magic, *_ in hdrs:
                 chunk = data[pos : pos + size]
@@ -129,13 +132,13 @@ def test_batch_decoders_raise_only_rmq_errors(data: bytes, kimpls: tuple[SimpleN
 )
 @given(data=flipped_log(), target=st.integers(-5, 500), ts=st.integers(1699999999000, 1700000010000))
 def test_segment_on_damaged_file(
-    data: bytes, target: int, ts: int, kimpl: SimpleNamespace, tmp_path_factory: Any
+    data: bytes, target: int, ts: int, impl: SimpleNamespace, tmp_path_factory: Any
 ) -> None:
     d = tmp_path_factory.mktemp("fuzz")
     (d / "00000000000000000000.log").write_bytes(data)
     with memory_cap():
         seg = LogSegment.open(
-            d, 0, SegmentConfig(index_interval_bytes=256, segment_index_bytes=4096), impl=kimpl.name
+            d, 0, SegmentConfig(index_interval_bytes=256, segment_index_bytes=4096), impl=impl.name
         )
         for call in (
             lambda: list(seg.batches()),

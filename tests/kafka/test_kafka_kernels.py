@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from rmqcore.errors import CorruptionError, RecordSizeError
 from rmqcore.kafka.records import Record, encode_batch, encode_varint, encode_varlong
+from tests.conftest import twins
 
 _SHARED = Path(__file__).resolve().parents[3] / "shared"
 if not _SHARED.is_dir():  # allow an override, as tests/conftest.py does
@@ -34,14 +35,14 @@ def outcome(fn: Callable[..., Any], *args: Any) -> Any:
         return ("raise", type(e), getattr(e, "detail", str(e)), getattr(e, "position", None))
 
 
-def same_everywhere(kimpls: tuple[SimpleNamespace, ...], name: str, *args: Any) -> Any:
-    results = [outcome(getattr(k.kafka_batch, name), *args) for k in kimpls]
+def same_everywhere(impls: tuple[SimpleNamespace, ...], name: str, *args: Any) -> Any:
+    results = [outcome(getattr(k.kafka_batch, name), *args) for k in impls]
     assert all(r == results[0] for r in results), (name, results)
     return results[0]
 
 
-def test_walks_a_real_log(kimpl: SimpleNamespace) -> None:
-    kb = kimpl.kafka_batch
+def test_walks_a_real_log(impl: SimpleNamespace) -> None:
+    kb = impl.kafka_batch
     data = log_bytes("v2_transactions")
     hdrs, stop, st = kb.batch_headers(data, 0, len(data), kb.CRC_REPORT, -1)
     assert (len(hdrs), stop, st) == (32, len(data), kb.END)
@@ -62,8 +63,9 @@ def test_walks_a_real_log(kimpl: SimpleNamespace) -> None:
     assert kb.find_timestamp(legacy, 0, len(legacy), 0)[0] == kb.END
 
 
-def test_statuses(kimpls: tuple[SimpleNamespace, ...]) -> None:
-    kb = kimpls[0].kafka_batch
+def test_statuses() -> None:
+    impls = twins()
+    kb = impls[0].kafka_batch
     good = encode_batch([Record(0, 5, b"k", b"v")])
     cases = {
         "empty": (b"", kb.END),
@@ -78,22 +80,22 @@ def test_statuses(kimpls: tuple[SimpleNamespace, ...]) -> None:
         "crc": (good + good[:-1] + bytes([good[-1] ^ 1]), kb.E_CRC),
     }
     for name, (data, status) in cases.items():
-        got = same_everywhere(kimpls, "scan", data, 0, len(data), 1)
+        got = same_everywhere(impls, "scan", data, 0, len(data), 1)
         expect_count = 0 if name == "empty" else 1
         assert got == ("ok", (expect_count, 0 if name == "empty" else len(good), status)), name
         for mode in (0, 1, 2):
-            same_everywhere(kimpls, "batch_headers", data, 0, len(data), mode, -1)
-        same_everywhere(kimpls, "find_offset", data, 0, len(data), 1)
-        same_everywhere(kimpls, "find_timestamp", data, 0, len(data), 6)
+            same_everywhere(impls, "batch_headers", data, 0, len(data), mode, -1)
+        same_everywhere(impls, "find_offset", data, 0, len(data), 1)
+        same_everywhere(impls, "find_timestamp", data, 0, len(data), 6)
     data = cases["crc"][0]
-    hdrs, stop, st = kimpls[0].kafka_batch.batch_headers(data, 0, len(data), 2, -1)
+    hdrs, stop, st = impls[0].kafka_batch.batch_headers(data, 0, len(data), 2, -1)
     assert [h[6] for h in hdrs] == [1, 0] and st == kb.END
-    assert kimpls[0].kafka_batch.batch_headers(data, 0, len(data), 1, -1)[1:] == (len(good), kb.E_CRC)
+    assert impls[0].kafka_batch.batch_headers(data, 0, len(data), 1, -1)[1:] == (len(good), kb.E_CRC)
 
 
 @pytest.mark.parametrize("args", [(b"abc", -1, 2), (b"abc", 2, 1), (b"abc", 0, 4)])
-def test_range_errors(args: tuple[bytes, int, int], kimpl: SimpleNamespace) -> None:
-    kb = kimpl.kafka_batch
+def test_range_errors(args: tuple[bytes, int, int], impl: SimpleNamespace) -> None:
+    kb = impl.kafka_batch
     for call in (
         lambda: kb.scan(*args, 1),
         lambda: kb.batch_headers(*args, 0, -1),
@@ -120,12 +122,13 @@ def _body(
     return b"".join(parts) + headers
 
 
-def test_parse_records_valid(kimpls: tuple[SimpleNamespace, ...]) -> None:
+def test_parse_records_valid() -> None:
+    impls = twins()
     hdrs = (
         encode_varint(2) + encode_varint(1) + b"a" + encode_varint(-1) + encode_varint(0) + encode_varint(0)
     )
     data = _record(_body(-5, 3, None, b"", hdrs)) + _record(_body(1 << 40, 7, b"kk", None))
-    got = same_everywhere(kimpls, "parse_records", data, 0, len(data), 2)
+    got = same_everywhere(impls, "parse_records", data, 0, len(data), 2)
     assert got[1][0] == (
         len(_record(_body(-5, 3, None, b"", hdrs))),
         0,
@@ -136,7 +139,7 @@ def test_parse_records_valid(kimpls: tuple[SimpleNamespace, ...]) -> None:
         ((b"a", None), (b"", b"")),
     )
     assert got[1][1][2:6] == (1 << 40, 7, b"kk", None)
-    assert same_everywhere(kimpls, "parse_records", b"", 0, 0, 0) == ("ok", [])
+    assert same_everywhere(impls, "parse_records", b"", 0, 0, 0) == ("ok", [])
 
 
 @pytest.mark.parametrize(
@@ -173,9 +176,10 @@ def test_parse_records_valid(kimpls: tuple[SimpleNamespace, ...]) -> None:
     ],
 )
 def test_parse_records_errors(
-    data: bytes, count: int, exc: type[Exception], fragment: str, kimpls: tuple[SimpleNamespace, ...]
+    data: bytes, count: int, exc: type[Exception], fragment: str
 ) -> None:
-    got = same_everywhere(kimpls, "parse_records", data, 0, len(data), count)
+    impls = twins()
+    got = same_everywhere(impls, "parse_records", data, 0, len(data), count)
     assert got[0] == "raise" and got[1] is exc and fragment in got[2], got
 
 
@@ -187,16 +191,18 @@ def test_parse_records_errors(
     value=st.one_of(st.none(), st.binary(max_size=200)),
 )
 def test_varints_roundtrip(
-    ts: int, off: int, key: bytes | None, value: bytes | None, kimpls: tuple[SimpleNamespace, ...]
+    ts: int, off: int, key: bytes | None, value: bytes | None
 ) -> None:
+    impls = twins()
     data = _record(_body(ts, off, key, value))
-    got = same_everywhere(kimpls, "parse_records", data, 0, len(data), 1)
+    got = same_everywhere(impls, "parse_records", data, 0, len(data), 1)
     assert got[1] == [(len(data), 0, ts, off, key, value, ())]
 
 
 @settings(max_examples=150)
 @given(raw=st.binary(max_size=12))
-def test_overlong_varints_wrap_like_java(raw: bytes, kimpls: tuple[SimpleNamespace, ...]) -> None:
+def test_overlong_varints_wrap_like_java(raw: bytes) -> None:
     # any byte soup as the record body: both twins give the same answer or the same error
+    impls = twins()
     data = _record(b"\x00" + raw)
-    same_everywhere(kimpls, "parse_records", data, 0, len(data), 1)
+    same_everywhere(impls, "parse_records", data, 0, len(data), 1)

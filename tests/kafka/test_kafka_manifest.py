@@ -103,8 +103,8 @@ def _segments(kx: SimpleNamespace, scenario: str, impl: str) -> list[tuple[dict[
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_files_and_batches(scenario: str, kimpl: SimpleNamespace, kx: SimpleNamespace) -> None:
-    for s, seg in _segments(kx, scenario, kimpl.name):
+def test_files_and_batches(scenario: str, impl: SimpleNamespace, kx: SimpleNamespace) -> None:
+    for s, seg in _segments(kx, scenario, impl.name):
         with seg:
             d = FIXTURES / scenario
             for name, size in s["files"].items():
@@ -129,23 +129,23 @@ def test_files_and_batches(scenario: str, kimpl: SimpleNamespace, kx: SimpleName
             else:
                 for b, expected in zip(batches, s["batches"], strict=True):
                     assert batch_as_manifest(b) == expected, (scenario, b.position)
-            count, valid, status = kimpl.kafka_batch.scan(seg.log.view(), 0, seg.size, 1)
+            count, valid, status = impl.kafka_batch.scan(seg.log.view(), 0, seg.size, 1)
             if "valid_bytes_by_crc_scan" in s:
                 assert valid == s["valid_bytes_by_crc_scan"]
             if "log_iteration_error" in s:
-                assert status == kimpl.kafka_batch.E_SIZE
+                assert status == impl.kafka_batch.E_SIZE
                 with pytest.raises(CorruptionError) as ei:
                     list(seg.batches())
                 assert ei.value.position == valid
                 assert "Found record size 0 smaller than minimum record overhead (14)" in str(ei.value)
                 assert "CorruptRecordException: Found record size 0 smaller" in s["log_iteration_error"]
             else:
-                assert (count, valid, status) == (len(batches), seg.size, kimpl.kafka_batch.END)
+                assert (count, valid, status) == (len(batches), seg.size, impl.kafka_batch.END)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_indexes(scenario: str, kimpl: SimpleNamespace, kx: SimpleNamespace) -> None:
-    for s, seg in _segments(kx, scenario, kimpl.name):
+def test_indexes(scenario: str, impl: SimpleNamespace, kx: SimpleNamespace) -> None:
+    for s, seg in _segments(kx, scenario, impl.name):
         with seg:
             base = s["base_offset"]
             oi, ti = s["offset_index"], s["time_index"]
@@ -197,9 +197,9 @@ def test_indexes(scenario: str, kimpl: SimpleNamespace, kx: SimpleNamespace) -> 
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_lookups_by_offset(scenario: str, kimpl: SimpleNamespace, kx: SimpleNamespace) -> None:
+def test_lookups_by_offset(scenario: str, impl: SimpleNamespace, kx: SimpleNamespace) -> None:
     n = 0
-    for s, seg in _segments(kx, scenario, kimpl.name):
+    for s, seg in _segments(kx, scenario, impl.name):
         with seg:
             lk = s["lookups"]
             for q in lk["by_offset"]:
@@ -230,9 +230,9 @@ def test_lookups_by_offset(scenario: str, kimpl: SimpleNamespace, kx: SimpleName
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_lookups_by_timestamp(scenario: str, kimpl: SimpleNamespace, kx: SimpleNamespace) -> None:
+def test_lookups_by_timestamp(scenario: str, impl: SimpleNamespace, kx: SimpleNamespace) -> None:
     n = 0
-    for s, seg in _segments(kx, scenario, kimpl.name):
+    for s, seg in _segments(kx, scenario, impl.name):
         with seg:
             for q in s["lookups"]["by_timestamp"]:
                 ts, start = q["target_timestamp"], q["starting_offset"]
@@ -256,12 +256,12 @@ def test_lookups_by_timestamp(scenario: str, kimpl: SimpleNamespace, kx: SimpleN
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_log_level_lookups(scenario: str, kimpl: SimpleNamespace, kx: SimpleNamespace) -> None:
+def test_log_level_lookups(scenario: str, impl: SimpleNamespace, kx: SimpleNamespace) -> None:
     """The directory opened as one log answers as its segments do (floor segment / first segment whose
     largest timestamp reaches the target)."""
     d = FIXTURES / scenario
     m = kx.manifest(d)
-    with KafkaLog(d, impl=kimpl.name) as log:
+    with KafkaLog(d, impl=impl.name) as log:
         segs = m["segments"]
         assert [s.base_offset for s in log.segments] == [s["base_offset"] for s in segs]
         assert log.log_start_offset == segs[0]["base_offset"]

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmqcore.kafka import OffsetIndex, TimeIndex
+from tests.conftest import twins
 
 LLB, SUB = 0, 1
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
@@ -97,15 +98,15 @@ def test_search_agrees_with_brute_force(
     case: tuple[str, list[tuple[int, int]], int, int],
     mode: int,
     which: str,
-    kimpls: tuple[SimpleNamespace, ...],
 ) -> None:
+    impls = twins()
     layout, rows, target, warm = case
     es, key, value = LAYOUTS[layout]
     pos, width = key if which == "key" else value
     fields = [r[0] if which == "key" else r[1] for r in rows]
     buf = pack(layout, rows) + b"\x00" * es * 3  # slack slots past the live entries are never read
     expected_slot = kafka_reference(fields, target, mode, warm)
-    for k in kimpls:
+    for k in impls:
         slot = k.sparse.index_search(buf, len(rows), es, pos, width, target, mode, warm)
         assert slot == expected_slot, k.name
         if mode == LLB:
@@ -133,17 +134,18 @@ def test_search_agrees_with_brute_force(
     pick=st.integers(0, 10**6),
 )
 def test_twins_agree_on_arbitrary_bytes(
-    data: bytes, es: int, target: int, mode: int, warm: int, pick: int, kimpls: tuple[SimpleNamespace, ...]
+    data: bytes, es: int, target: int, mode: int, warm: int, pick: int
 ) -> None:
+    impls = twins()
     n = len(data) // es
     pos, width = [(0, 4), (4, 4)][pick % 2] if es == 8 else [(0, 8), (8, 4)][pick % 2]
     fields = [int.from_bytes(data[i * es + pos : i * es + pos + width], "big", signed=True) for i in range(n)]
     expected = kafka_reference(fields, target, mode, warm)
-    for k in kimpls:
+    for k in impls:
         assert k.sparse.index_search(data, n, es, pos, width, target, mode, warm) == expected
 
 
-def test_warm_and_cold_paths_on_a_large_index(kimpl: SimpleNamespace) -> None:
+def test_warm_and_cold_paths_on_a_large_index(impl: SimpleNamespace) -> None:
     n = 5000
     rows = [(i * 2, i * 100) for i in range(n)]
     buf = pack("offset", rows)
@@ -162,16 +164,16 @@ def test_warm_and_cold_paths_on_a_large_index(kimpl: SimpleNamespace) -> None:
         9998,
     ]:
         for mode in (LLB, SUB):
-            got = kimpl.sparse.index_search(buf, n, 8, 0, 4, target, mode, warm)
+            got = impl.sparse.index_search(buf, n, 8, 0, 4, target, mode, warm)
             assert got == kafka_reference([r[0] for r in rows], target, mode, warm)
-    assert kimpl.sparse.index_search(buf, n, 8, 0, 4, 9998, SUB, warm) == n - 1
-    assert kimpl.sparse.index_search(buf, n, 8, 0, 4, 9999, SUB, warm) == -1
-    assert kimpl.sparse.index_search(buf, n, 8, 0, 4, -5, SUB, warm) == 0
-    assert kimpl.sparse.index_field(buf, n, 8, 4, 4, 3) == 300
+    assert impl.sparse.index_search(buf, n, 8, 0, 4, 9998, SUB, warm) == n - 1
+    assert impl.sparse.index_search(buf, n, 8, 0, 4, 9999, SUB, warm) == -1
+    assert impl.sparse.index_search(buf, n, 8, 0, 4, -5, SUB, warm) == 0
+    assert impl.sparse.index_field(buf, n, 8, 4, 4, 3) == 300
 
 
-def test_empty_and_full_indexes_through_the_classes(kimpl: SimpleNamespace, tmp_path: Path) -> None:
-    oi = OffsetIndex(tmp_path / "e.index", 10, 64, impl=kimpl.name)
+def test_empty_and_full_indexes_through_the_classes(impl: SimpleNamespace, tmp_path: Path) -> None:
+    oi = OffsetIndex(tmp_path / "e.index", 10, 64, impl=impl.name)
     assert oi.lookup(5) == (10, 0) and oi.lookup(10**30) == (10, 0)
     assert oi.fetch_upper_bound_offset(0, 0) is None
     for i in range(8):
@@ -187,7 +189,7 @@ def test_empty_and_full_indexes_through_the_classes(kimpl: SimpleNamespace, tmp_
         (10, 0),
     ]
     oi.close()
-    ti = TimeIndex(tmp_path / "e.timeindex", 10, 64, impl=kimpl.name)
+    ti = TimeIndex(tmp_path / "e.timeindex", 10, 64, impl=impl.name)
     assert ti.lookup(123) == (-1, 10)
     for i in range(4):
         ti.maybe_append(100 + i, 10 + i)
@@ -210,30 +212,31 @@ def test_empty_and_full_indexes_through_the_classes(kimpl: SimpleNamespace, tmp_
     ],
 )
 def test_search_argument_errors(
-    args: tuple[object, ...], exc: type[Exception], kimpl: SimpleNamespace
+    args: tuple[object, ...], exc: type[Exception], impl: SimpleNamespace
 ) -> None:
     with pytest.raises(exc):
-        kimpl.sparse.index_search(*args)
+        impl.sparse.index_search(*args)
 
 
-def test_search_accepts_read_only_buffers(kimpl: SimpleNamespace, tmp_path: Path) -> None:
+def test_search_accepts_read_only_buffers(impl: SimpleNamespace, tmp_path: Path) -> None:
     import mmap
 
     p = tmp_path / "ro.index"
     p.write_bytes(pack("offset", [(i, i) for i in range(100)]))
     with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        assert kimpl.sparse.index_search(m, 100, 8, 0, 4, 57, LLB, 1024) == 57
-        assert kimpl.sparse.index_search(memoryview(m), 100, 8, 4, 4, 57, SUB, 0) == 57
-    assert kimpl.sparse.index_search(bytearray(16), 2, 8, 0, 4, 0, LLB, 0) == 1  # upper middle hits first
-    assert kimpl.sparse.index_search(b"", 0, 8, 0, 4, 0, SUB, 0) == -1
+        assert impl.sparse.index_search(m, 100, 8, 0, 4, 57, LLB, 1024) == 57
+        assert impl.sparse.index_search(memoryview(m), 100, 8, 4, 4, 57, SUB, 0) == 57
+    assert impl.sparse.index_search(bytearray(16), 2, 8, 0, 4, 0, LLB, 0) == 1  # upper middle hits first
+    assert impl.sparse.index_search(b"", 0, 8, 0, 4, 0, SUB, 0) == -1
 
 
-def test_twin_surfaces_match(kimpls: tuple[SimpleNamespace, ...]) -> None:
+def test_twin_surfaces_match() -> None:
+    impls = twins()
     for name in ("sparse", "kafka_batch"):
-        surfaces = [sorted(getattr(k, name).__all__) for k in kimpls]
+        surfaces = [sorted(getattr(k, name).__all__) for k in impls]
         assert all(s == surfaces[0] for s in surfaces)
         for attr in surfaces[0]:
-            vals = [getattr(getattr(k, name), attr) for k in kimpls]
+            vals = [getattr(getattr(k, name), attr) for k in impls]
             if isinstance(vals[0], int):
                 assert all(v == vals[0] for v in vals), attr
             else:

@@ -59,7 +59,7 @@ def test_append_scenarios_found() -> None:
 
 @pytest.mark.parametrize("scenario", APPEND_SCENARIOS)
 def test_replayed_appends_give_kafkas_files(
-    scenario: str, kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
+    scenario: str, impl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
 ) -> None:
     """Same append calls (per-append indexing, as the oracle's Kafka) -> byte-identical files,
     and the same decision to add index entries on every call."""
@@ -68,7 +68,7 @@ def test_replayed_appends_give_kafkas_files(
     for s in m["segments"]:
         base = s["base_offset"]
         cfg = SegmentConfig.from_kafka(m["config"], per_batch_index=False)
-        seg = LogSegment.open(tmp_path, base, cfg, impl=kimpl.name)
+        seg = LogSegment.open(tmp_path, base, cfg, impl=impl.name)
         src = (KAFKA / scenario / f"{base:020d}.log").read_bytes()
         for a in s["appends"]:
             chunk = src[a["position"] : a["position"] + a["size"]]
@@ -118,12 +118,12 @@ def test_append_defaults_are_log_validators(scenario: str, kx: SimpleNamespace, 
 
 
 def test_crash_image_then_close_equals_clean_close(
-    kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
+    impl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
 ) -> None:
     m = kx.manifest(KAFKA / "v2_open_segment_crash_image")
     s = m["segments"][0]
     seg = LogSegment.open(
-        tmp_path, 0, SegmentConfig.from_kafka(m["config"], per_batch_index=False), impl=kimpl.name
+        tmp_path, 0, SegmentConfig.from_kafka(m["config"], per_batch_index=False), impl=impl.name
     )
     src = (KAFKA / "v2_open_segment_crash_image" / "00000000000000000000.log").read_bytes()
     for a in s["appends"]:
@@ -134,11 +134,11 @@ def test_crash_image_then_close_equals_clean_close(
 
 
 def test_per_batch_indexing_equals_recovery(
-    kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
+    impl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
 ) -> None:
     """KAFKA-806 indexing (the default) on the multi-batch appends gives what recover() writes."""
     m = kx.manifest(KAFKA / "v2_multibatch_appends")
-    seg = LogSegment.open(tmp_path, 0, SegmentConfig.from_kafka(m["config"]), impl=kimpl.name)
+    seg = LogSegment.open(tmp_path, 0, SegmentConfig.from_kafka(m["config"]), impl=impl.name)
     src = (KAFKA / "v2_multibatch_appends" / "00000000000000000000.log").read_bytes()
     for a in m["segments"][0]["appends"]:
         seg.append(src[a["position"] : a["position"] + a["size"]])
@@ -146,10 +146,10 @@ def test_per_batch_indexing_equals_recovery(
     assert kx.segment_files(tmp_path, 0) == kx.segment_files(KAFKA / "v2_multibatch_appends_recovered", 0)
 
 
-def test_warm_section_scenario_replay(kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path) -> None:
+def test_warm_section_scenario_replay(impl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path) -> None:
     """2500 single-batch appends (the manifest lists batches, not appends) -> the 2499-entry index."""
     m = kx.manifest(KAFKA / "v2_large_index_warm_section")
-    seg = LogSegment.open(tmp_path, 0, SegmentConfig.from_kafka(m["config"]), impl=kimpl.name)
+    seg = LogSegment.open(tmp_path, 0, SegmentConfig.from_kafka(m["config"]), impl=impl.name)
     src = (KAFKA / "v2_large_index_warm_section" / "00000000000000000000.log").read_bytes()
     for b in m["segments"][0]["batches"]:
         seg.append(src[b["position"] : b["position"] + b["size"]])
@@ -157,12 +157,12 @@ def test_warm_section_scenario_replay(kimpl: SimpleNamespace, kx: SimpleNamespac
     assert kx.segment_files(tmp_path, 0) == kx.segment_files(KAFKA / "v2_large_index_warm_section", 0)
 
 
-def test_real_broker_replay(kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path) -> None:
+def test_real_broker_replay(impl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path) -> None:
     """A real broker's rolled segments: one append per single-record batch, interval 4096."""
     m = kx.manifest(REAL)
     for s in m["segments"]:
         base = s["base_offset"]
-        seg = LogSegment.open(tmp_path, base, SegmentConfig(index_interval_bytes=4096), impl=kimpl.name)
+        seg = LogSegment.open(tmp_path, base, SegmentConfig(index_interval_bytes=4096), impl=impl.name)
         src = (REAL / f"{base:020d}.log").read_bytes()
         for pos, size, *_ in s["batches"]:
             seg.append(src[pos : pos + size])
@@ -182,21 +182,21 @@ def test_real_broker_replay(kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_pat
     ],
 )
 def test_recover_gives_recovered_scenario(
-    src: str, dst: str, kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
+    src: str, dst: str, impl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
 ) -> None:
     m = kx.manifest(KAFKA / dst)
     d = kx.copy_dir(KAFKA / src, tmp_path / src)
-    seg = LogSegment.open(d, 0, SegmentConfig.from_kafka(m["config"]), impl=kimpl.name)
+    seg = LogSegment.open(d, 0, SegmentConfig.from_kafka(m["config"]), impl=impl.name)
     assert seg.recover() == m["recover_truncated_bytes"]
     seg.close()
     assert kx.segment_files(d, 0) == kx.segment_files(KAFKA / dst, 0)
 
 
-def test_recover_crash_image_through_log(kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path) -> None:
+def test_recover_crash_image_through_log(impl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path) -> None:
     m = kx.manifest(KAFKA / "v2_open_segment_recovered")
     d = kx.copy_dir(KAFKA / "v2_open_segment_crash_image", tmp_path / "p-0")
     with KafkaLog(
-        d, SegmentConfig.from_kafka(m["config"]), writable=True, recover=True, impl=kimpl.name
+        d, SegmentConfig.from_kafka(m["config"]), writable=True, recover=True, impl=impl.name
     ) as log:
         assert log.recovered_bytes == {0: 57958}
         assert log.log_end_offset == 252
@@ -206,12 +206,12 @@ def test_recover_crash_image_through_log(kimpl: SimpleNamespace, kx: SimpleNames
 
 
 def test_recover_is_idempotent_on_clean_segments(
-    kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
+    impl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
 ) -> None:
     for scenario in ("v2_transactions", "legacy_v1", "v2_compression_codecs", "v2_open_segment_clean_close"):
         m = kx.manifest(KAFKA / scenario)
         d = kx.copy_dir(KAFKA / scenario, tmp_path / scenario)
-        seg = LogSegment.open(d, 0, SegmentConfig.from_kafka(m["config"]), impl=kimpl.name)
+        seg = LogSegment.open(d, 0, SegmentConfig.from_kafka(m["config"]), impl=impl.name)
         assert seg.recover() == 0
         seg.close()
         got, exp = kx.segment_files(d, 0), kx.segment_files(KAFKA / scenario, 0)
@@ -221,7 +221,7 @@ def test_recover_is_idempotent_on_clean_segments(
 
 
 def test_recover_truncates_at_bad_crc_and_drops_later_segments(
-    kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
+    impl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
 ) -> None:
     d = kx.copy_dir(KAFKA / "v2_idempotent_two_segments", tmp_path / "p-0")
     m = kx.manifest(KAFKA / "v2_idempotent_two_segments")
@@ -231,7 +231,7 @@ def test_recover_truncates_at_bad_crc_and_drops_later_segments(
     data[victim["position"] + 70] ^= 0x01  # inside the records: only the CRC notices
     log_path.write_bytes(bytes(data))
     with KafkaLog(
-        d, SegmentConfig.from_kafka(m["config"]), writable=True, recover=True, impl=kimpl.name
+        d, SegmentConfig.from_kafka(m["config"]), writable=True, recover=True, impl=impl.name
     ) as log:
         assert log.recovered_bytes[0] == len(data) - victim["position"]
         assert [s.base_offset for s in log.segments] == [0]
@@ -241,34 +241,34 @@ def test_recover_truncates_at_bad_crc_and_drops_later_segments(
 
 
 def test_missing_index_is_rebuilt_on_writable_open(
-    kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
+    impl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
 ) -> None:
     d = kx.copy_dir(KAFKA / "v2_transactions", tmp_path / "t-0")
     (d / "00000000000000000000.index").unlink()
     (d / "00000000000000000000.timeindex").unlink()
     m = kx.manifest(KAFKA / "v2_transactions")
-    with KafkaLog(d, SegmentConfig.from_kafka(m["config"]), writable=True, impl=kimpl.name) as log:
+    with KafkaLog(d, SegmentConfig.from_kafka(m["config"]), writable=True, impl=impl.name) as log:
         assert log.recovered_bytes == {0: 0}
     assert kx.segment_files(d, 0) == kx.segment_files(KAFKA / "v2_transactions", 0)
 
 
 def test_truncate_to_gives_truncated_scenario(
-    kimpl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
+    impl: SimpleNamespace, kx: SimpleNamespace, tmp_path: Path
 ) -> None:
     m = kx.manifest(KAFKA / "v2_truncated")
     d = kx.copy_dir(KAFKA / "v2_idempotent_two_segments", tmp_path / "p-0")
-    seg = LogSegment.open(d, 0, SegmentConfig.from_kafka(m["config"]), impl=kimpl.name)
+    seg = LogSegment.open(d, 0, SegmentConfig.from_kafka(m["config"]), impl=impl.name)
     assert seg.truncate_to(m["truncate_to_offset"]) == m["bytes_truncated"]
     assert seg.read_next_offset() == m["next_offset_after"]
     seg.close()
     assert kx.segment_files(d, 0) == kx.segment_files(KAFKA / "v2_truncated", 0)
 
 
-def test_read_next_offset(kimpl: SimpleNamespace, kx: SimpleNamespace) -> None:
+def test_read_next_offset(impl: SimpleNamespace, kx: SimpleNamespace) -> None:
     for scenario in ("v2_transactions", "v2_idempotent_two_segments", "legacy_v0", "v2_truncated"):
         m = kx.manifest(KAFKA / scenario)
         for s in m["segments"]:
-            with LogSegment.open(KAFKA / scenario, s["base_offset"], writable=False, impl=kimpl.name) as seg:
+            with LogSegment.open(KAFKA / scenario, s["base_offset"], writable=False, impl=impl.name) as seg:
                 assert seg.read_next_offset() == s["batches"][-1]["last_offset"] + 1
 
 
@@ -293,25 +293,25 @@ def _header_kwargs(b: DefaultRecordBatch) -> dict[str, object]:
     "scenario",
     ["v2_transactions", "v2_idempotent_two_segments", "v2_compression_codecs", "v2_dense_index_interval0"],
 )
-def test_encode_batch_reproduces_kafka_bytes(scenario: str, kimpl: SimpleNamespace) -> None:
+def test_encode_batch_reproduces_kafka_bytes(scenario: str, impl: SimpleNamespace) -> None:
     """Uncompressed CreateTime batches re-encoded from their decoded records are byte-identical."""
-    with LogSegment.open(KAFKA / scenario, 0, writable=False, impl=kimpl.name) as seg:
+    with LogSegment.open(KAFKA / scenario, 0, writable=False, impl=impl.name) as seg:
         n = 0
         for b in seg.batches():
             assert isinstance(b, DefaultRecordBatch)
             recs = b.records()
             if b.compression != "none":
-                again = encode_batch(recs, **_header_kwargs(b), impl=kimpl.name)  # type: ignore[arg-type]
-                back = DefaultRecordBatch(again, 0, kimpl.name)
+                again = encode_batch(recs, **_header_kwargs(b), impl=impl.name)  # type: ignore[arg-type]
+                back = DefaultRecordBatch(again, 0, impl.name)
                 assert back.crc_valid and back.records() == recs
                 continue
-            assert encode_batch(recs, **_header_kwargs(b), impl=kimpl.name) == b.data  # type: ignore[arg-type]
+            assert encode_batch(recs, **_header_kwargs(b), impl=impl.name) == b.data  # type: ignore[arg-type]
             n += 1
         assert n > 0
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_encode_roundtrip_codecs(codec: str, kimpl: SimpleNamespace) -> None:
+def test_encode_roundtrip_codecs(codec: str, impl: SimpleNamespace) -> None:
     recs = [
         Record(
             100 + i,
@@ -329,9 +329,9 @@ def test_encode_roundtrip_codecs(codec: str, kimpl: SimpleNamespace) -> None:
         producer_id=7,
         producer_epoch=1,
         base_sequence=5,
-        impl=kimpl.name,
+        impl=impl.name,
     )
-    b = DefaultRecordBatch(data, 0, kimpl.name)
+    b = DefaultRecordBatch(data, 0, impl.name)
     b.ensure_valid()
     assert b.compression == codec and b.count == 40 and b.last_offset == 139
     got = b.records()
@@ -362,22 +362,22 @@ def test_encode_rejects_bad_input() -> None:
 
 
 def test_new_index_is_preallocated_and_reopen_counts_every_slot(
-    kimpl: SimpleNamespace, tmp_path: Path
+    impl: SimpleNamespace, tmp_path: Path
 ) -> None:
     p = tmp_path / "00000000000000000100.index"
-    oi = OffsetIndex(p, 100, 1000, impl=kimpl.name)
+    oi = OffsetIndex(p, 100, 1000, impl=impl.name)
     assert (oi.length, oi.entries, oi.max_entries) == (1000, 0, 125)
     for i in range(10):
         oi.append(100 + i * 3, i * 50)
     oi.flush()
     oi.close_handler()  # crash: not trimmed
-    again = OffsetIndex(p, 100, 1000, impl=kimpl.name)
+    again = OffsetIndex(p, 100, 1000, impl=impl.name)
     assert (again.entries, again.max_entries, again.is_full()) == (125, 125, True)
     assert again.last_offset == 100  # a zero slot: relative 0
     again.sanity_check()  # a zero tail passes the offset-index check since KAFKA-7076
     again.truncate_to(100 + 9 * 3 + 1)  # largest lower bound in a zero-tailed index is Kafka's answer
     again.close_handler()
-    t = TimeIndex(tmp_path / "x.timeindex", 0, 120, impl=kimpl.name)
+    t = TimeIndex(tmp_path / "x.timeindex", 0, 120, impl=impl.name)
     assert (t.max_entries, t.entries) == (10, 0)
     for i in range(9):
         assert t.maybe_append(1000 + i, i)
@@ -388,20 +388,20 @@ def test_new_index_is_preallocated_and_reopen_counts_every_slot(
     with pytest.raises(SegmentFullError):
         t.maybe_append(6000, 21, skip_full_check=True)
     t.close_handler()
-    reopened = TimeIndex(tmp_path / "x.timeindex", 0, 120, writable=False, impl=kimpl.name)
+    reopened = TimeIndex(tmp_path / "x.timeindex", 0, 120, writable=False, impl=impl.name)
     assert reopened.last_entry == (5000, 20)
     reopened.sanity_check()
     reopened.close()
 
 
-def test_index_space_is_allocated_and_a_full_disk_is_a_clear_error(kimpl: SimpleNamespace, tmp_path: Path) -> None:
+def test_index_space_is_allocated_and_a_full_disk_is_a_clear_error(impl: SimpleNamespace, tmp_path: Path) -> None:
     """Kafka leaves a new index sparse; written through a map, an unallocated page on a full disk
     is a SIGBUS that kills the process. rmqcore allocates what the map will write, and a full disk
     is a DiskFullError that leaves no file and keeps an open index as it was."""
     p = tmp_path / "00000000000000000100.index"
     ops = FullAllocations()
     with fileops.use(ops):
-        oi = OffsetIndex(p, 100, 64 * 1024, impl=kimpl.name)
+        oi = OffsetIndex(p, 100, 64 * 1024, impl=impl.name)
         assert os.stat(p).st_blocks * 512 >= 64 * 1024  # allocated, not sparse
         for i in range(10):
             oi.append(100 + i * 3, i * 50)
@@ -409,7 +409,7 @@ def test_index_space_is_allocated_and_a_full_disk_is_a_clear_error(kimpl: Simple
         assert oi.length == 80
         ops.full = True
         with pytest.raises(DiskFullError):
-            OffsetIndex(tmp_path / "00000000000000000200.index", 200, 1024, impl=kimpl.name)
+            OffsetIndex(tmp_path / "00000000000000000200.index", 200, 1024, impl=impl.name)
         assert not (tmp_path / "00000000000000000200.index").exists()
         with pytest.raises(DiskFullError):
             oi.resize(64 * 1024)  # growing the active index again (a reopened active segment)
@@ -424,15 +424,15 @@ def test_index_space_is_allocated_and_a_full_disk_is_a_clear_error(kimpl: Simple
 
 @pytest.mark.parametrize("preallocate", [False, True])
 def test_an_append_cut_short_by_a_full_disk_leaves_the_log_as_it_was(
-    kimpl: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preallocate: bool
+    impl: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preallocate: bool
 ) -> None:
     """pwrite may write part of a batch and then fail with ENOSPC: the error is a DiskFullError,
     the bytes it wrote are taken back (cut, or zeroed inside the preallocated length), and the
     segment appends and reads on once there is space."""
     cfg = SegmentConfig(index_interval_bytes=1, preallocate=preallocate, init_file_size=1 << 16)
-    seg = LogSegment.open(tmp_path, 0, cfg, impl=kimpl.name)
-    first = encode_batch([Record(0, 1000, b"k0", b"v" * 100)], base_offset=0, impl=kimpl.name)
-    second = encode_batch([Record(1, 1001, b"k1", b"w" * 300)], base_offset=1, impl=kimpl.name)
+    seg = LogSegment.open(tmp_path, 0, cfg, impl=impl.name)
+    first = encode_batch([Record(0, 1000, b"k0", b"v" * 100)], base_offset=0, impl=impl.name)
+    second = encode_batch([Record(1, 1001, b"k1", b"w" * 300)], base_offset=1, impl=impl.name)
     seg.append(first)
     log_path = tmp_path / "00000000000000000000.log"
     before = log_path.read_bytes()
@@ -458,11 +458,11 @@ def test_an_append_cut_short_by_a_full_disk_leaves_the_log_as_it_was(
     assert log_path.read_bytes()[: len(first) + len(second)] == first + second
 
 
-def test_zero_tail_time_index_is_corrupt(kimpl: SimpleNamespace, tmp_path: Path) -> None:
-    t = TimeIndex(tmp_path / "00000000000000000000.timeindex", 0, 120, impl=kimpl.name)
+def test_zero_tail_time_index_is_corrupt(impl: SimpleNamespace, tmp_path: Path) -> None:
+    t = TimeIndex(tmp_path / "00000000000000000000.timeindex", 0, 120, impl=impl.name)
     t.maybe_append(1700000000000, 3)
     t.close_handler()
-    again = TimeIndex(tmp_path / "00000000000000000000.timeindex", 0, 120, impl=kimpl.name)
+    again = TimeIndex(tmp_path / "00000000000000000000.timeindex", 0, 120, impl=impl.name)
     with pytest.raises(
         IndexCorruptError, match="last timestamp is 0 which is less than the first timestamp 1700000000000"
     ) as ei:
@@ -470,20 +470,20 @@ def test_zero_tail_time_index_is_corrupt(kimpl: SimpleNamespace, tmp_path: Path)
     assert ei.value.position == 9 * 12 and ei.value.path.endswith(".timeindex")
     again.close_handler()
     (tmp_path / "bad.index").write_bytes(b"\x00" * 13)
-    bad = OffsetIndex(tmp_path / "bad.index", 0, 1024, writable=False, impl=kimpl.name)
+    bad = OffsetIndex(tmp_path / "bad.index", 0, 1024, writable=False, impl=impl.name)
     assert (bad.entries, bad.max_entries) == (1, 1)
     with pytest.raises(IndexCorruptError, match="found 13 bytes"):
         bad.sanity_check()
     bad.close()
     (tmp_path / "neg.index").write_bytes(struct.pack(">ii", 5, 0) + struct.pack(">ii", -1, 0))
-    neg = OffsetIndex(tmp_path / "neg.index", 10, writable=False, impl=kimpl.name)
+    neg = OffsetIndex(tmp_path / "neg.index", 10, writable=False, impl=impl.name)
     with pytest.raises(IndexCorruptError, match="last offset is 9 which is less than the base offset 10"):
         neg.sanity_check()
     neg.close()
 
 
-def test_offset_index_truncate_to_three_cases(kimpl: SimpleNamespace, tmp_path: Path) -> None:
-    oi = OffsetIndex(tmp_path / "a.index", 50, 4096, impl=kimpl.name)
+def test_offset_index_truncate_to_three_cases(impl: SimpleNamespace, tmp_path: Path) -> None:
+    oi = OffsetIndex(tmp_path / "a.index", 50, 4096, impl=impl.name)
     for off in (55, 60, 70, 80):
         oi.append(off, off * 10)
     oi.truncate_to(70)  # exact entry: dropped with everything after
@@ -499,7 +499,7 @@ def test_offset_index_truncate_to_three_cases(kimpl: SimpleNamespace, tmp_path: 
         oi.append(50 + (1 << 31), 10)
     oi.close()
     assert (tmp_path / "a.index").stat().st_size == 8
-    t = TimeIndex(tmp_path / "a.timeindex", 50, 4096, impl=kimpl.name)
+    t = TimeIndex(tmp_path / "a.timeindex", 50, 4096, impl=impl.name)
     for i, off in enumerate((55, 60, 70)):
         t.maybe_append(100 + i, off)
     assert not t.maybe_append(102, 71)  # not above the last timestamp: ignored
@@ -514,8 +514,8 @@ def test_offset_index_truncate_to_three_cases(kimpl: SimpleNamespace, tmp_path: 
     t.close()
 
 
-def test_resize_reset_trim(kimpl: SimpleNamespace, tmp_path: Path) -> None:
-    oi = OffsetIndex(tmp_path / "r.index", 0, 80, impl=kimpl.name)
+def test_resize_reset_trim(impl: SimpleNamespace, tmp_path: Path) -> None:
+    oi = OffsetIndex(tmp_path / "r.index", 0, 80, impl=impl.name)
     for i in range(5):
         oi.append(i + 1, i)
     assert oi.resize(80) is False
@@ -532,18 +532,18 @@ def test_resize_reset_trim(kimpl: SimpleNamespace, tmp_path: Path) -> None:
     with pytest.raises(StoreClosedError):
         oi.lookup(1)
     with pytest.raises(ConfigError):
-        OffsetIndex(tmp_path / "tiny.index", 0, 7, impl=kimpl.name)
-    ro = OffsetIndex(tmp_path / "r.index", 0, writable=False, impl=kimpl.name)
+        OffsetIndex(tmp_path / "tiny.index", 0, 7, impl=impl.name)
+    ro = OffsetIndex(tmp_path / "r.index", 0, writable=False, impl=impl.name)
     with pytest.raises(PermissionError):
         ro.append(9, 9)
     ro.close()
-    missing = OffsetIndex(tmp_path / "absent.index", 0, writable=False, impl=kimpl.name)
+    missing = OffsetIndex(tmp_path / "absent.index", 0, writable=False, impl=impl.name)
     assert (missing.entries, missing.lookup(5)) == (0, (0, 0))
     missing.close()
 
 
-def test_fetch_upper_bound_offset(kimpl: SimpleNamespace, tmp_path: Path) -> None:
-    oi = OffsetIndex(tmp_path / "f.index", 0, 4096, impl=kimpl.name)
+def test_fetch_upper_bound_offset(impl: SimpleNamespace, tmp_path: Path) -> None:
+    oi = OffsetIndex(tmp_path / "f.index", 0, 4096, impl=impl.name)
     for i in range(10):
         oi.append(i * 10 + 9, i * 100)
     assert oi.fetch_upper_bound_offset(0, 250) == (39, 300)
@@ -567,8 +567,8 @@ def _batches(base: int, n: int, per: int = 3, ts0: int = 1_700_000_000_000) -> l
     return out
 
 
-def test_segment_append_validation(kimpl: SimpleNamespace, tmp_path: Path) -> None:
-    seg = LogSegment.open(tmp_path, 0, SegmentConfig(index_interval_bytes=100), impl=kimpl.name)
+def test_segment_append_validation(impl: SimpleNamespace, tmp_path: Path) -> None:
+    seg = LogSegment.open(tmp_path, 0, SegmentConfig(index_interval_bytes=100), impl=impl.name)
     b = _batches(0, 2)
     assert seg.append(b"").size == 0
     bad = bytearray(b[0])
@@ -584,11 +584,11 @@ def test_segment_append_validation(kimpl: SimpleNamespace, tmp_path: Path) -> No
     seg.close()
 
 
-def test_log_append_rolls_and_looks_up_across_segments(kimpl: SimpleNamespace, tmp_path: Path) -> None:
+def test_log_append_rolls_and_looks_up_across_segments(impl: SimpleNamespace, tmp_path: Path) -> None:
     cfg = SegmentConfig(index_interval_bytes=200, segment_bytes=2000, segment_index_bytes=4096)
     d = tmp_path / "topic-0"
     batches = _batches(0, 60)
-    with KafkaLog(d, cfg, writable=True, impl=kimpl.name) as log:
+    with KafkaLog(d, cfg, writable=True, impl=impl.name) as log:
         for b in batches:
             log.append(b)
         with pytest.raises(InvalidMessageError):
@@ -596,7 +596,7 @@ def test_log_append_rolls_and_looks_up_across_segments(kimpl: SimpleNamespace, t
         assert len(log.segments) > 3
         assert log.log_end_offset == 180
         bases = [s.base_offset for s in log.segments]
-    with KafkaLog(d, cfg, impl=kimpl.name) as log:
+    with KafkaLog(d, cfg, impl=impl.name) as log:
         assert [s.base_offset for s in log.segments] == bases
         for target in (0, 1, 2, 3, 50, 121, 179):
             seg, t = log.translate_offset(target)  # type: ignore[misc]
@@ -611,7 +611,7 @@ def test_log_append_rolls_and_looks_up_across_segments(kimpl: SimpleNamespace, t
     # every closed segment's indexes equal what recovery rebuilds (per-batch indexing)
     for base in bases:
         files = {s: (d / f"{base:020d}{s}").read_bytes() for s in (".log", ".index", ".timeindex")}
-        seg = LogSegment.open(d, base, cfg, impl=kimpl.name)
+        seg = LogSegment.open(d, base, cfg, impl=impl.name)
         seg.recover()
         seg.close()
         assert {s: (d / f"{base:020d}{s}").read_bytes() for s in files} == files
