@@ -30,8 +30,7 @@
 #define RMQ_DISPATCH_SSE2 0
 #endif
 
-#define SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
-#define SCHEDULE_TOPIC_LEN 19
+#define SCHEDULE_TOPIC_LEN (sizeof(RMQ_SCHEDULE_TOPIC) - 1)
 #define HIGH_BITS 0x8080808080808080ull
 #define LOW7_BITS 0x7F7F7F7F7F7F7F7Full
 
@@ -403,7 +402,7 @@ int rmq_dispatch_batch(const unsigned char *buf, int64_t pos, int64_t limit, int
             t_ptr = topic;
             t_len = topic_len;
             t_flags = 0;
-            if (topic_len == SCHEDULE_TOPIC_LEN && memcmp(topic, SCHEDULE_TOPIC, SCHEDULE_TOPIC_LEN) == 0)
+            if (topic_len == SCHEDULE_TOPIC_LEN && memcmp(topic, RMQ_SCHEDULE_TOPIC, SCHEDULE_TOPIC_LEN) == 0)
                 t_flags |= RMQ_DF_SCHEDULE;
             if (!ascii && !rmq_utf8_valid(topic, topic_len))
                 t_flags |= RMQ_DF_BAD_UTF8;

@@ -29,6 +29,9 @@ extern "C" {
 /* rows of the dispatch output (int64, shape (RMQ_DISPATCH_NROWS, cap)) */
 enum { RMQ_D_TAGS_CODE, RMQ_D_FLAGS, RMQ_D_KEYS_START, RMQ_D_KEYS_COUNT, RMQ_DISPATCH_NROWS };
 
+/* the delay topic (TopicValidator.RMQ_SYS_SCHEDULE_TOPIC; rmqcore.wire.SCHEDULE_TOPIC, checked at import) */
+#define RMQ_SCHEDULE_TOPIC "SCHEDULE_TOPIC_XXXX"
+
 /* RMQ_D_FLAGS bits */
 #define RMQ_DF_SCHEDULE 1 /* topic is SCHEDULE_TOPIC_XXXX: tagsCode becomes a delivery time */
 #define RMQ_DF_BAD_UTF8 2 /* topic or properties are not valid UTF-8 (hashed with U+FFFD) */

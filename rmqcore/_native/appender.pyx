@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import InvalidMessageError, MessageTooLargeError, StoreClosedError
 from ..layout import HINT_CAPACITY, HINT_FIELDS
-from ..message import SCHEDULE_TOPIC, create_message_id
+from ..wire import SCHEDULE_TOPIC, create_message_id
 from . import codec as _codec
 
 # the live end of the CommitLog: written after the record bytes (release), read by the dispatcher

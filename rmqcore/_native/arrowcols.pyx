@@ -171,7 +171,7 @@ def gather_utf8(const unsigned char[::1] data not None, pos, length, empty=None)
 
 
 def format_hosts(const unsigned char[::1] data not None, pos, port, sys_flag, v6_bit, empty=None):
-    """``(offsets, values)`` of ``message.format_host(address, port[i])``, the address being the 16
+    """``(offsets, values)`` of ``wire.format_host(address, port[i])``, the address being the 16
     bytes at ``pos[i]`` when ``sys_flag[i] & v6_bit``, else the 4 bytes there."""
     n = len(pos)
     cdef const int64_t[::1] p = _col(pos, n, "pos")

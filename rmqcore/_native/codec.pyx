@@ -64,6 +64,8 @@ from ..layout import (
     ST_TORN,
     TRANSACTION_MASK,
 )
+from ..wire import Host, create_message_id, dispatch_tags_code, parse_properties
+from . import hashing as _hashing
 
 __all__ = [
     "record_size",
@@ -908,16 +910,6 @@ MESSAGE_FIELDS = (
     "_store_port", "reconsume_times", "prepared_transaction_offset", "body", "topic_bytes",
     "properties_bytes",
 )
-cdef object _message_module = None
-
-
-cdef object _msg():
-    """rmqcore.message (its helpers), imported on first use: it imports this module."""
-    global _message_module
-    if _message_module is None:
-        from .. import message
-        _message_module = message
-    return _message_module
 
 
 cdef class MessageExt:
@@ -948,11 +940,11 @@ cdef class MessageExt:
 
     @property
     def born_host(self):
-        return _msg().Host(self._born_addr, self._born_port)
+        return Host(self._born_addr, self._born_port)
 
     @property
     def store_host(self):
-        return _msg().Host(self._store_addr, self._store_port)
+        return Host(self._store_addr, self._store_port)
 
     @property
     def topic(self):
@@ -966,7 +958,7 @@ cdef class MessageExt:
     @property
     def properties(self):
         if self._props is None:
-            self._props = _msg().parse_properties(self.properties_string)
+            self._props = parse_properties(self.properties_string)
         return self._props
 
     @property
@@ -985,7 +977,7 @@ cdef class MessageExt:
 
     @property
     def msg_id(self):
-        return _msg().create_message_id(self._store_addr, self._store_port, self.physical_offset)
+        return create_message_id(self._store_addr, self._store_port, self.physical_offset)
 
     @property
     def compression_type(self):
@@ -999,7 +991,7 @@ cdef class MessageExt:
     @property
     def tags_code(self):
         """The consume-queue tags code dispatch computes (delivery time for the delay topic)."""
-        return _msg().compute_tags_code(self.topic, self.properties, self.store_timestamp)
+        return dispatch_tags_code(self.topic, self.properties, self.store_timestamp, _hashing.tags_code)
 
     @property
     def transaction_type(self):

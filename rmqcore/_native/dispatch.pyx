@@ -13,6 +13,7 @@ from libc.string cimport memcpy
 
 from ..layout import (HINT_CAPACITY, HINT_FIELDS, NCOLUMNS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK, ST_END,
                       ST_MSG, ST_TORN)
+from ..wire import SCHEDULE_TOPIC
 
 __all__ = ["dispatch_batch", "sparse_points", "select_units", "SELECT_NO_MATCH", "SELECT_FOUND", "SELECT_REMOVING",
            "Dispatcher", "STOP_NONE", "STOP_QUEUE",
@@ -37,6 +38,7 @@ cdef extern from "rmq_dispatch.h" nogil:
     int RMQ_DF_SCHEDULE
     int RMQ_DF_BAD_UTF8
     int RMQ_DISPATCH_E_KEYS
+    const char *RMQ_SCHEDULE_TOPIC
     int rmq_dispatch_batch(const unsigned char *buf, int64_t pos, int64_t limit, int verify_crc, int64_t cap,
                            int64_t *cols, int64_t cols_rs, int64_t cols_cs, int64_t *disp, int64_t disp_rs,
                            int64_t disp_cs, int64_t *keys, int64_t keys_stride, int64_t keys_cap,
@@ -81,6 +83,8 @@ if ((RMQ_ST_MSG, RMQ_ST_END, RMQ_ST_BLANK, RMQ_ST_TORN, RMQ_ST_BAD_MAGIC, RMQ_ST
             DISPATCH_ROWS, D_TAGS_CODE, D_FLAGS, D_KEYS_START, D_KEYS_COUNT, DF_SCHEDULE, DF_BAD_UTF8,
             HINT_CAPACITY, HINT_FIELDS)):
     raise ImportError("csrc/rmq_dispatch.h disagrees with rmqcore/layout.py or the pure twin")
+if (<bytes>RMQ_SCHEDULE_TOPIC).decode("ascii") != SCHEDULE_TOPIC:
+    raise ImportError("csrc/rmq_dispatch.h's RMQ_SCHEDULE_TOPIC disagrees with rmqcore/wire.py")
 
 
 cdef int _idx64(object o, int64_t *out) except -2:

@@ -28,7 +28,7 @@ from ..layout import (
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
 )
-from ..message import SCHEDULE_TOPIC, create_message_id
+from ..wire import SCHEDULE_TOPIC, create_message_id
 from . import codec
 from .hashing import index_key_hash, java_string_hash
 

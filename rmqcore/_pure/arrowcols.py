@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import layout as L
-from ..message import create_message_id, format_host, parse_properties
+from ..wire import create_message_id, format_host, parse_properties
 
 __all__ = ["gather", "gather_utf8", "format_hosts", "message_ids", "split_properties"]
 
@@ -115,7 +115,7 @@ def _addresses(data: Any, pos: list[int], flags: list[int], v6_bit: int) -> list
 def format_hosts(
     data: Any, pos: Any, port: Any, sys_flag: Any, v6_bit: int, empty: Any = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(offsets, values)`` of ``message.format_host(address, port[i])``, the address being the 16
+    """``(offsets, values)`` of ``wire.format_host(address, port[i])``, the address being the 16
     bytes at ``pos[i]`` when ``sys_flag[i] & v6_bit``, else the 4 bytes there."""
     n = len(pos)
     p, pt, fl = _col(pos, n, "pos"), _col(port, n, "port"), _col(sys_flag, n, "sys_flag")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import (
     BadMagicError,
@@ -66,9 +66,8 @@ from ..layout import (
     ST_TORN,
     TRANSACTION_MASK,
 )
-
-if TYPE_CHECKING:
-    from ..message import Host
+from ..wire import Host, create_message_id, dispatch_tags_code, parse_properties
+from . import hashing as _hashing
 
 __all__ = [
     "record_size",
@@ -550,14 +549,10 @@ class MessageExt:
 
     @property
     def born_host(self) -> Host:
-        from ..message import Host  # it imports this module
-
         return Host(self._born_addr, self._born_port)  # built on use: most reads never look
 
     @property
     def store_host(self) -> Host:
-        from ..message import Host  # it imports this module
-
         return Host(self._store_addr, self._store_port)
 
     @property
@@ -572,8 +567,6 @@ class MessageExt:
     @property
     def properties(self) -> dict[str, str]:
         if self._props is None:
-            from ..message import parse_properties  # it imports this module
-
             self._props = parse_properties(self.properties_string)
         return self._props
 
@@ -593,8 +586,6 @@ class MessageExt:
 
     @property
     def msg_id(self) -> str:
-        from ..message import create_message_id  # it imports this module
-
         return create_message_id(self._store_addr, self._store_port, self.physical_offset)
 
     @property
@@ -611,9 +602,7 @@ class MessageExt:
     @property
     def tags_code(self) -> int:
         """The consume-queue tags code dispatch computes (delivery time for the delay topic)."""
-        from ..message import compute_tags_code  # it imports this module
-
-        return compute_tags_code(self.topic, self.properties, self.store_timestamp)
+        return dispatch_tags_code(self.topic, self.properties, self.store_timestamp, _hashing.tags_code)
 
     @property
     def transaction_type(self) -> int:

@@ -52,6 +52,7 @@ from ..layout import (
     ST_MSG,
     TRANSACTION_MASK,
 )
+from ..wire import SCHEDULE_TOPIC
 from . import codec as _codec
 from .hashing import index_key_hash, java_string_hash
 
@@ -86,7 +87,7 @@ D_KEYS_COUNT = 3
 DF_SCHEDULE = 1
 DF_BAD_UTF8 = 2
 
-_SCHEDULE_TOPIC = b"SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+_SCHEDULE_TOPIC = SCHEDULE_TOPIC.encode("ascii")
 _CHUNK = 256  # records decoded per codec.decode_batch call (bounds the scratch array)
 
 
