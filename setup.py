@@ -1,5 +1,9 @@
 """Extension modules only; metadata lives in pyproject.toml.
 
+csrc/*.c is compiled once, into rmqcore._native._core; every kernel module (rmqcore/_native/<name>.pyx)
+calls it through the table of functions that module publishes (csrc/rmq_capi.h). Everything is built
+with hidden visibility: a module exports its PyInit_* only.
+
 RMQCORE_NO_EXTENSIONS=1 (or a non-CPython interpreter) builds a pure-Python package.
 RMQCORE_REQUIRE_NATIVE=1 (wheel builds: cibuildwheel, CI's wheel round trip) makes any build without the
 compiled kernels an error instead, so a wheel can never silently come out pure-Python.
@@ -13,6 +17,7 @@ import sys
 from setuptools import Extension, setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+CORE = "rmqcore._native._core"
 
 
 def _extensions():
@@ -31,21 +36,24 @@ def _extensions():
     else:
         cflags = ["-O3", "-Wall", "-Wno-unused-function", "-Wno-unreachable-code"]
     csrc = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "csrc", "*.c")))
-    exts = []
+    unix = sys.platform != "win32"
+    common = dict(
+        include_dirs=["csrc"],
+        # hidden visibility: a module exports its PyInit_* and nothing else (no rmq_* symbol)
+        extra_compile_args=cflags + (["-fvisibility=hidden"] if unix else []),
+        extra_link_args=["-pthread"] if unix else [],  # the group commit's mutex/condvars
+    )
+    trace = [("CYTHON_TRACE_NOGIL", "1")] if debug else []
+    # the C core, compiled once into one module; the kernels reach it through its table of functions
+    # (csrc/rmq_capi.h), so the process holds one copy of it and of its state
+    exts = [Extension(CORE, [os.path.join("rmqcore", "_native", "_core.pyx"), *csrc], define_macros=trace,
+                      **common)]
     for pyx in sorted(glob.glob(os.path.join(ROOT, "rmqcore", "_native", "*.pyx"))):
         rel = os.path.relpath(pyx, ROOT)
         name = rel[:-4].replace(os.sep, ".")
-        exts.append(
-            Extension(
-                name,
-                [rel, *csrc],
-                include_dirs=["csrc"],
-                extra_compile_args=cflags,
-                extra_link_args=[] if sys.platform == "win32" else ["-pthread"],  # the group commit's mutex/condvars
-                define_macros=[("CYTHON_TRACE_NOGIL", "1")] if debug else [],
-            )
-        )
-    if require and not exts:
+        if name != CORE:
+            exts.append(Extension(name, [rel], define_macros=[("RMQ_CAPI_CLIENT", "1"), *trace], **common))
+    if require and len(exts) < 2:
         raise SystemExit("RMQCORE_REQUIRE_NATIVE=1: no rmqcore/_native/*.pyx found (an incomplete sdist?)")
     directives = {"language_level": 3, "embedsignature": True}
     if debug:

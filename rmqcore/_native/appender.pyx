@@ -19,6 +19,9 @@ cimport cython
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, memset
+from ._core cimport rmq_capi_import
+
+rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 import mmap as _mmap
 import os

@@ -19,6 +19,9 @@ import numpy as np
 
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
+from ._core cimport rmq_capi_import
+
+rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 __all__ = ["gather", "gather_utf8", "format_hosts", "message_ids", "split_properties"]
 

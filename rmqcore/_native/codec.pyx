@@ -32,6 +32,9 @@ from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM
 from libc.stdint cimport INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int32_t, int64_t, uint32_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy
+from ._core cimport rmq_capi_import
+
+rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 from ..errors import (
     BadMagicError,

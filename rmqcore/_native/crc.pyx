@@ -10,6 +10,9 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsUnsignedLongLongMask
 from cpython.object cimport PyObject
+from ._core cimport rmq_capi_import
+
+rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 cdef extern from "Python.h":
     Py_ssize_t PyNumber_AsSsize_t(object o, PyObject *exc) except? -1

@@ -10,6 +10,9 @@ multiples of 8 bytes works (numpy arrays, views, Fortran order).
 """
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
+from ._core cimport rmq_capi_import
+
+rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 from ..layout import (HINT_CAPACITY, HINT_FIELDS, NCOLUMNS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK, ST_END,
                       ST_MSG, ST_TORN)

@@ -6,6 +6,9 @@ for the interpreter and a producer takes the GIL only to return."""
 import os
 
 from libc.stdint cimport int64_t
+from ._core cimport rmq_capi_import
+
+rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 __all__ = ["GroupCommit"]
 

@@ -12,6 +12,9 @@ from cpython.unicode cimport (
     PyUnicode_GET_LENGTH,
     PyUnicode_KIND,
 )
+from ._core cimport rmq_capi_import
+
+rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 cdef extern from "rmq_hash.h" nogil:
     uint32_t rmq_java_hash_ucs1(uint32_t h, const uint8_t *s, size_t n)

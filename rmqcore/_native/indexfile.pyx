@@ -10,6 +10,9 @@ raises ``BufferError`` instead of unmapping under the walk.
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release
 from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint32_t, uint64_t
+from ._core cimport rmq_capi_import
+
+rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 import struct as _struct
 import sys as _sys

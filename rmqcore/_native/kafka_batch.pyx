@@ -9,6 +9,9 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from ._core cimport rmq_capi_import
+
+rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 from rmqcore.errors import CorruptionError, RecordSizeError
 

@@ -14,6 +14,9 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memset
+from ._core cimport rmq_capi_import
+
+rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 __all__ = ["KeyCache", "KeyLookup", "LookupFront", "props_have_key"]
 
