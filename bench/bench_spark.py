@@ -4,8 +4,8 @@ batch decoder alone on the same store, and the writer (rows/s).
 Group ``spark-read-1-core`` has three figures over the same store:
 
 (a) ``test_native_batch_decoder_alone``: ``CommitLog.read_batch`` columns only (no Arrow);
-(b) ``test_arrow_decode_outside_spark``: ``rmq_source.decode_range`` over the whole store, i.e. the
-    very Arrow batches the reader yields to Spark, without Spark;
+(b) ``test_arrow_decode_outside_spark``: ``rmqcore.columnar.arrow.decode_range`` over the whole store,
+    i.e. the very Arrow batches the reader yields to Spark, without Spark;
 (c) ``test_spark_reader``: ``spark.read.format("rmq")`` + ``sum(length(body))`` in ``local[1]``.
 
 Run: ``python -m pytest bench/bench_spark.py --benchmark-only --benchmark-group-by=group``
@@ -83,7 +83,7 @@ def test_native_batch_decoder_alone(benchmark, store_dir: str) -> None:
 
 @pytest.mark.benchmark(group="spark-read-1-core")
 def test_arrow_decode_outside_spark(benchmark, store_dir: str) -> None:
-    from rmqcore.spark.rmq_source import decode_range
+    from rmqcore.columnar.arrow import decode_range
 
     with MessageStore(store_dir, read_only=True) as s:
         cl = s.commitlog

@@ -1,7 +1,7 @@
 """PySpark (4.x Python Data Source API) access to rmqcore stores and Kafka segments.
 
 * ``spark.read.format("rmq")`` / ``spark.readStream.format("rmq")`` / ``df.write.format("rmq")``:
-  RocketMQ stores (see :mod:`rmqcore.spark.rmq_source`).
+  RocketMQ stores (see :mod:`rmqcore.spark.rmq`).
 * ``spark.read.format("kafka-segments")``: Kafka partition directories
   (see :mod:`rmqcore.spark.kafka_source`).
 
@@ -25,7 +25,7 @@ except ImportError as e:  # pragma: no cover
     ) from e
 
 from .kafka_source import KafkaSegmentsDataSource, read_kafka_segments
-from .rmq_source import RmqDataSource, read_store
+from .rmq import RmqDataSource, read_store
 from .session import local_session
 
 __all__ = [

@@ -20,7 +20,7 @@ pruning: the filters are handed back to Spark, so results are exactly those of a
 filtered afterwards.
 
 As with every Python data source on Spark 4.3, build a fresh DataFrame per logical read
-(:func:`read_kafka_segments`); see :mod:`rmqcore.spark.rmq_source`.
+(:func:`read_kafka_segments`); see :mod:`rmqcore.spark.rmq`.
 """
 
 from __future__ import annotations

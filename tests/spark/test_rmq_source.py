@@ -12,7 +12,7 @@ pytest.importorskip("pyspark")
 from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan  # noqa: E402
 
 from rmqcore.spark import read_store  # noqa: E402
-from rmqcore.spark.rmq_source import RmqReader  # noqa: E402
+from rmqcore.spark.rmq.reader import RmqReader  # noqa: E402
 from tests.conftest import RMQ_FIXTURES, VERSIONS  # noqa: E402
 from tests.rocketmq import manifest  # noqa: E402
 
@@ -211,7 +211,7 @@ def test_segment_index_split_points_and_time_seek(spark, tmp_path: Path) -> None
         for i in range(1500):
             ms.put(f"T{i % 3}", bytes([i % 251]) * (40 + i % 90), i % 4, keys=[f"k{i}"])
     assert (path / "rmqcore-index").is_dir()
-    from rmqcore.spark.rmq_source import _segindex
+    from rmqcore.spark.rmq.reader import _segindex
 
     seg = _segindex(str(path), 0)
     assert seg is not None and seg.complete
@@ -254,10 +254,11 @@ def test_decode_range_native_equals_pure(monkeypatch, version: str, store: str) 
     import pyarrow as pa
 
     from rmqcore import _impl
-    from rmqcore.spark import rmq_source as R
+    from rmqcore.columnar import arrow as R
+    from rmqcore.columnar.stores import open_commitlog
 
     path = _store(version, store)
-    cl = R._open_commitlog(path, GEOM["commitlogFileSize"])
+    cl = open_commitlog(path, GEOM["commitlogFileSize"])
     try:
         mid = cl.min_offset + (cl.max_offset - cl.min_offset) // 2
         cases = [
@@ -277,3 +278,19 @@ def test_decode_range_native_equals_pure(monkeypatch, version: str, store: str) 
             assert got["native"] and all(r["physical_offset"] < stop for r in got["native"])
     finally:
         cl.close()
+
+
+def test_user_schema_projects_the_read(spark) -> None:
+    path = _store("4.9.8", "A")
+    cols = "topic string, queue_id int, body binary"
+    r = spark.read.format("rmq").schema(cols)
+    for k, v in GEOM.items():
+        r = r.option(k, str(v))
+    got = r.load(path).filter("queue_id = 1").collect()
+    want = read_store(spark, path, **GEOM).filter("queue_id = 1").select("topic", "queue_id", "body")
+    want = want.collect()
+    assert len(got) == len(want) > 0
+    assert sorted(map(tuple, got)) == sorted(map(tuple, want))
+    assert read_store(spark, path, schema="body binary", **GEOM).columns == ["body"]
+    with pytest.raises(Exception, match="no column 'bodies'"):
+        read_store(spark, path, schema="bodies binary", **GEOM).count()

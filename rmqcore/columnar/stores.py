@@ -1,0 +1,56 @@
+"""Finding stores and opening their CommitLog read-only, for the readers outside ``MessageStore``
+(the ``rmq`` Spark source, ``materialize``)."""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+from pathlib import Path
+from typing import Any
+
+from .. import layout as L
+
+__all__ = ["store_dirs", "geometry", "open_commitlog"]
+
+
+def store_dirs(path: str) -> list[str]:
+    """The store directories ``path`` names: itself, or every store (a directory with a
+    ``commitlog/``) a glob matches, as absolute paths."""
+    if any(c in path for c in "*?["):
+        dirs = sorted(p for p in _glob.glob(path) if os.path.isdir(os.path.join(p, "commitlog")))
+    else:
+        dirs = [path]
+    if not dirs:
+        raise FileNotFoundError(f"no RocketMQ store matches {path!r}")
+    return [os.path.abspath(d) for d in dirs]
+
+
+def geometry(store_dir: str, commitlog_file_size: Any = None, cq_file_size: Any = None) -> tuple[int, int]:
+    """(CommitLog file size, consume-queue file size): the given ones, else ``rmqcore.json``'s, else
+    the files' sizes, else RocketMQ's defaults (as MessageStore resolves them)."""
+    from ..config import detect_file_size, load_geometry
+
+    saved = load_geometry(Path(store_dir)) or {}
+    cl = (
+        commitlog_file_size
+        or saved.get("commitlog_file_size")
+        or detect_file_size(Path(store_dir) / "commitlog")
+        or L.DEFAULT_COMMITLOG_FILE_SIZE
+    )
+    cq = (
+        cq_file_size
+        or saved.get("cq_file_size")
+        or detect_file_size(Path(store_dir) / "consumequeue")
+        or L.DEFAULT_CQ_FILE_SIZE
+    )
+    return int(cl), int(cq)
+
+
+def open_commitlog(store_dir: str, file_size: int, end: int | None = None) -> Any:
+    """The store's CommitLog, read-only: recovered to the end of its valid data, or cut at ``end``."""
+    from ..commitlog import CommitLog
+
+    cl = CommitLog(store_dir, file_size=file_size, read_only=True, recover=end is None, prepare_next=False)
+    if end is not None:
+        cl.set_end(end)
+    return cl
