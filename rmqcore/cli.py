@@ -379,6 +379,34 @@ def _cmd_recover(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_materialize(args: argparse.Namespace) -> int:
+    store = _store_root(args)
+    try:
+        import pyarrow  # type: ignore[import-untyped,unused-ignore]  # noqa: F401
+
+        from .columnar.materialize import materialize
+    except ImportError as e:
+        raise CliError(f"materialize needs pyarrow ({e})", "pip install pyarrow, or rmqcore[spark]") from None
+
+    def progress(e: Any) -> None:
+        if not args.json:
+            print(f"  {e.file}: {e.records} records, {e.scan_end:,} bytes -> {e.copy} ({e.copy_bytes:,} B)")
+
+    rep = materialize(store, commitlog_file_size=args.commitlog_file_size, max_files=args.max_files,
+                      compression=args.compression, progress=progress)
+    out = {"store": str(store), "converted": len(rep.converted), "current": rep.current,
+           "unsealed": rep.unsealed, "pending": rep.pending, "commitlog_bytes": rep.commitlog_bytes,
+           "copy_bytes": rep.copy_bytes, "removed": rep.removed, "seconds": round(rep.seconds, 3)}
+    if args.json:
+        _emit(out)
+    else:
+        rate = rep.commitlog_bytes / 1e6 / rep.seconds if rep.seconds else 0.0
+        print(f"{store}: {len(rep.converted)} files converted ({rep.commitlog_bytes:,} bytes of CommitLog -> "
+              f"{rep.copy_bytes:,} bytes of Parquet, {rate:.0f} MB/s), {rep.current} already current, "
+              f"{rep.unsealed} unsealed (read from the CommitLog), {rep.pending} left for a later run")
+    return 0
+
+
 def _cmd_offset_by_time(args: argparse.Namespace) -> int:
     with _open_store(args) as s:
         off = s.offset_by_time(args.topic, args.queue, args.time, args.boundary)
@@ -799,6 +827,16 @@ def build_parser() -> argparse.ArgumentParser:
     obt.add_argument("--json", action="store_true", help="one JSON object")
     _add_geometry(obt)
     obt.set_defaults(func=_cmd_offset_by_time)
+
+    mat = sub.add_parser("materialize", help="Parquet copies of sealed CommitLog files (rmqcore-columnar/)",
+                         description="Needs pyarrow. Only sealed files are read: the store may be open.")
+    mat.add_argument("store_dir")
+    mat.add_argument("--max-files", type=int, default=None, help="convert at most N files, oldest first")
+    mat.add_argument("--compression", default="snappy", choices=("snappy", "zstd", "lz4", "gzip", "none"))
+    mat.add_argument("--commitlog-file-size", type=int, default=None,
+                     help="bytes per commitlog file (default: rmqcore.json, else the files, else 1 GiB)")
+    mat.add_argument("--json", action="store_true", help="one JSON report")
+    mat.set_defaults(func=_cmd_materialize)
 
     try:
         from .kafka import cli as kafka_cli

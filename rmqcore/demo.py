@@ -26,14 +26,15 @@ TAGS = ("Created", "Paid", "Shipped", "Cancelled")
 QUEUES = 4
 
 
-def run(directory: Path, n: int, seed: int = 7) -> dict[str, object]:
+def run(directory: Path, n: int, seed: int = 7,
+        commitlog_file_size: int = 64 * 1024 * 1024) -> dict[str, object]:
     if directory.exists():
         shutil.rmtree(directory)
     rnd = random.Random(seed)
     sent: dict[tuple[str, int], list[tuple[bytes, str, str]]] = {}
     checks: list[tuple[str, bool]] = []
     t0 = time.perf_counter()
-    with MessageStore(directory, commitlog_file_size=64 * 1024 * 1024, cq_file_size=300_000 * 20) as store:
+    with MessageStore(directory, commitlog_file_size=commitlog_file_size, cq_file_size=300_000 * 20) as store:
         i = 0
         while i < n:
             topic = rnd.choice(TOPICS)

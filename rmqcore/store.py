@@ -37,6 +37,7 @@ import numpy as np
 from . import _impl
 from . import layout as L
 from .checkpoint import StoreCheckpoint
+from .columnar.manifest import drop_copies
 from .commitlog import AppendResult, BatchAppendResult, CommitLog, raise_status
 from .config import StoreConfig, detect_file_size, int_arg, load_geometry, save_geometry
 from .configfiles import dumps_fastjson, load_with_bak, persist
@@ -1415,7 +1416,8 @@ class MessageStore:
 
     def clean_expired(self, now_ms: int | None = None, *, force: bool = False,
                       usage_ratio: float | None = None) -> list[str]:
-        """Delete expired CommitLog files, then the consume-queue and index files they leave behind.
+        """Delete expired CommitLog files, then the consume-queue and index files and the columnar
+        copies they leave behind.
 
         Files go oldest first (never the last one, never from the middle: the walk stops at the first
         file that may stay), at most ``delete_file_batch_max`` per call, when it is a ``delete_when``
@@ -1460,6 +1462,7 @@ class MessageStore:
                         self.index.delete_expired(cl_min)
                 if self.segindex is not None:
                     self.segindex.recover(self.reput_from_offset)
+                drop_copies(self.store_dir, [os.path.basename(p) for p in deleted])  # rmqcore-columnar/
         return deleted
 
     def _set_disk_full(self, full: bool) -> None:

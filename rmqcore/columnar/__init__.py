@@ -1,5 +1,13 @@
-"""Columnar views of a store: CommitLog records as Arrow batches in the ``rmq`` schema.
+"""Columnar views of a store: CommitLog records as Arrow batches in the ``rmq`` schema, and a columnar
+copy of its sealed CommitLog files.
 
-* :mod:`.arrow`: the one conversion (needs pyarrow);
+The copy is plain Parquet: ``<store>/rmqcore-columnar/<commitlog file name>.parquet`` holds the
+records of one sealed CommitLog file, in CommitLog order, with the columns of
+:data:`rmqcore.columnar.arrow.SCHEMA`; Spark (:func:`rmqcore.spark.read_store`), pyarrow.dataset, DuckDB
+and Polars read it as it is.
+
+* :mod:`.arrow`: the one conversion of records to Arrow (needs pyarrow);
+* :mod:`.materialize`: making the copies (``rmqcore materialize STORE_DIR``; needs pyarrow);
+* :mod:`.manifest`: which copies are current, and retention's hook (needs neither);
 * :mod:`.stores`: finding stores and opening their CommitLog read-only.
 """

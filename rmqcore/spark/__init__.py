@@ -1,7 +1,8 @@
 """PySpark (4.x Python Data Source API) access to rmqcore stores and Kafka segments.
 
 * ``spark.read.format("rmq")`` / ``spark.readStream.format("rmq")`` / ``df.write.format("rmq")``:
-  RocketMQ stores (see :mod:`rmqcore.spark.rmq`).
+  RocketMQ stores (see :mod:`rmqcore.spark.rmq`); :func:`materialize` makes Parquet copies of a
+  store's sealed CommitLog files, which :func:`read_store` then reads with Spark's Parquet reader.
 * ``spark.read.format("kafka-segments")``: Kafka partition directories
   (see :mod:`rmqcore.spark.kafka_source`).
 
@@ -25,12 +26,13 @@ except ImportError as e:  # pragma: no cover
     ) from e
 
 from .kafka_source import KafkaSegmentsDataSource, read_kafka_segments
-from .rmq import RmqDataSource, read_store
+from .rmq import RmqDataSource, materialize, read_store
 from .session import local_session
 
 __all__ = [
     "register",
     "read_store",
+    "materialize",
     "read_kafka_segments",
     "local_session",
     "RmqDataSource",

@@ -1,15 +1,19 @@
-"""The ``rmq`` data source, and :func:`read_store`."""
+"""The ``rmq`` data source, and :func:`read_store`: a store as one DataFrame, its converted files read
+by Spark's own Parquet reader and the rest by the ``rmq`` source."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.datasource import DataSource
 
 from ...columnar.arrow import ARROW_SCHEMA, SCHEMA, SPARK_TYPES, project
-from .options import lower_options
-from .reader import RmqReader
+from ...columnar.manifest import columnar_dir, current_copies
+from ...columnar.stores import store_dirs
+from .options import lower_options, store_geometry
+from .reader import SKIP_FILES, RmqReader
 from .stream import RmqStreamReader
 from .writer import RmqWriter
 
@@ -51,19 +55,57 @@ class RmqDataSource(DataSource):
         return RmqStreamReader(self._options())
 
 
-def read_store(spark: Any, path: str, schema: Any = None, **options: Any) -> Any:
-    """A fresh ``spark.read.format("rmq")`` DataFrame of the messages of the store(s) at ``path`` (a
-    directory or a glob); ``schema`` (a DDL string or StructType) projects it to a subset of the
-    columns.
+def read_store(spark: Any, path: str, schema: Any = None, columnar: bool = True, **options: Any) -> Any:
+    """A fresh DataFrame of the messages of the store(s) at ``path`` (a directory or a glob).
+
+    Files with a current Parquet copy (``rmqcore.spark.materialize`` / ``rmqcore materialize``) are
+    read by Spark's Parquet reader (column pruning, filter pushdown, row-group statistics); the
+    others -- the live tail, files not yet converted -- by the ``rmq`` source, with ``options``.
+    The rows are the same either way (row order is not: sort by ``physical_offset`` when it
+    matters). ``schema`` (a DDL string or StructType) projects both sides to a subset of the
+    columns; ``columnar=False`` reads everything through the ``rmq`` source, and so does a ``key``
+    option (an index lookup).
 
     Every call plans anew: Spark 4.3 keeps a Python source's read plan per DataFrame, so a
     DataFrame is a snapshot of the store taken when it is first used (later appends are invisible
     to it), and after a filtered action on a DataFrame an unfiltered action on the *same*
     DataFrame may reuse the pruned reader and return too few rows. Build one per logical read.
     """
-    r = spark.read.format("rmq")
-    if schema is not None:
-        r = r.schema(schema)
-    for k, v in options.items():
-        r = r.option(k, str(v))
-    return r.load(path)
+    o = lower_options(options)
+
+    def rmq(extra: dict[str, str]) -> Any:
+        r = spark.read.format("rmq")
+        if schema is not None:
+            r = r.schema(schema)
+        for k, v in {**options, **extra}.items():
+            r = r.option(k, str(v))
+        return r.load(path)
+
+    if not columnar or "key" in o:
+        return rmq({})
+    copies = {}
+    for store in store_dirs(path):
+        file_size, _ = store_geometry(store, o)
+        got = current_copies(store, file_size)
+        if got:
+            copies[store] = got
+    if not copies:
+        return rmq({})
+    df = rmq({SKIP_FILES: json.dumps({s: [e.file_from for e in es] for s, es in copies.items()})})
+    out = arrow_schema_of(df.schema)  # validates a projection here, on the driver
+    for store, entries in copies.items():
+        df = df.unionByName(_parquet(spark, store, [e.copy for e in entries], out))
+    return df
+
+
+def _parquet(spark: Any, store: str, copies: list[str], schema: pa.Schema) -> Any:
+    """Spark's Parquet scan of ``copies`` in ``schema``'s columns; ``store`` is the directory as the
+    store is read now (a copy holds the path it was made from)."""
+    from pyspark.sql import functions as F
+
+    stored = [f.name for f in schema if f.name.lower() != "store"] or ["physical_offset"]
+    ddl = ", ".join(f"`{n}` {SPARK_TYPES[n.lower()]}" for n in stored)
+    d = columnar_dir(store)
+    pq = spark.read.schema(ddl).parquet(*[str(d / c) for c in copies])
+    return pq.select(*[F.lit(store).alias(f.name) if f.name.lower() == "store" else F.col(f"`{f.name}`")
+                       for f in schema])

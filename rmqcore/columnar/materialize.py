@@ -1,0 +1,266 @@
+"""Parquet copies of sealed CommitLog files (``rmqcore materialize``, ``rmqcore.spark.materialize``).
+
+A CommitLog file is *sealed* once the log's valid data runs past its end (the appender has moved to
+the next file: its records end with a BLANK filler or fill it exactly); its copy is then final. Each
+file is decoded by the native batch decoder with CRC checks (a bad record raises its CorruptionError
+with the file's path and offset, and nothing of that file is published) into Arrow batches of the
+``rmq`` schema and written with pyarrow's Parquet writer to a temp name (``.<name>.parquet.tmp-*``,
+invisible to Spark, pyarrow.dataset and ``*.parquet`` globs), fsynced and renamed into place; then
+the manifest (see :mod:`rmqcore.columnar.manifest`) is rewritten. A run killed at any point leaves
+copies that are either whole or invisible; the next run removes the leftovers and converts what is
+missing. A rerun converts only files without a current copy.
+
+Needs pyarrow (not pyspark).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import __version__
+from .. import layout as L
+from ..errors import ConfigError, CorruptionError
+from .manifest import (
+    TEMP_MARK,
+    CopyEntry,
+    columnar_dir,
+    copy_path,
+    current_copies,
+    load_manifest,
+    record_head,
+    run_lock,
+    save_manifest,
+    temp_files,
+)
+from .stores import geometry, open_commitlog
+
+__all__ = ["FileTask", "MaterializeReport", "convert_file", "materialize"]
+
+ROW_GROUP_BYTES = 64 * 1024 * 1024  # Arrow bytes per Parquet row group
+_DECODE_ROWS = 16384
+# columns with few distinct values: dictionary-encoded (the others are written plain)
+_DICTIONARY = ["store", "topic", "queue_id", "sys_flag", "flag", "born_host", "store_host", "reconsume_times",
+               "tags"]
+# columns with min/max statistics per row group (what filters prune on)
+_STATISTICS = ["topic", "queue_id", "queue_offset", "physical_offset", "born_timestamp", "store_timestamp",
+               "tags"]
+COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One CommitLog file to convert (small and picklable: a Spark task's input)."""
+
+    store_dir: str
+    file_from: int
+    file_size: int
+    end: int  # the log's valid end when planned (past this file's end)
+    compression: str = "snappy"
+    row_group_bytes: int = ROW_GROUP_BYTES
+
+
+@dataclass
+class MaterializeReport:
+    """What a run did: ``converted`` copies made now, ``current`` files that already had one,
+    ``unsealed`` files left to the ``rmq`` source (the live tail), ``removed`` stale copies and
+    leftovers deleted."""
+
+    store_dir: str
+    converted: list[CopyEntry] = field(default_factory=list)
+    current: int = 0
+    unsealed: int = 0
+    pending: int = 0  # sealed files left for a later run (``max_files``)
+    removed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def commitlog_bytes(self) -> int:
+        return sum(e.scan_end for e in self.converted)
+
+    @property
+    def copy_bytes(self) -> int:
+        return sum(e.copy_bytes for e in self.converted)
+
+
+def _writer_options(compression: str) -> dict[str, Any]:
+    if compression not in COMPRESSIONS:
+        raise ConfigError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
+    return {
+        "compression": compression,
+        "use_dictionary": _DICTIONARY,
+        "write_statistics": _STATISTICS,
+    }
+
+
+def _fsync_path(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def convert_file(task: FileTask) -> CopyEntry | None:
+    """Write the copy of one sealed CommitLog file (temp name, fsync, rename) and return its manifest
+    entry; None when the file has no records or retention deleted it meanwhile.
+
+    Raises:
+        CorruptionError: a record fails its CRC or the walk ends inside the file without a BLANK
+            filler (path and offset in the error); no copy is published.
+    """
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+    from .arrow import ARROW_SCHEMA, decode_range
+
+    opts = _writer_options(task.compression)
+    name = L.offset_to_file_name(task.file_from)
+    src = os.path.join(task.store_dir, "commitlog", name)
+    final = copy_path(task.store_dir, name)
+    tmp = final.with_name(f".{name}{TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    cl = open_commitlog(task.store_dir, task.file_size, task.end)
+    try:
+        if cl.min_offset > task.file_from:  # deleted by retention since planning
+            return None
+        _fsync_path(src)  # the copy never holds bytes the log could still lose in a power failure
+        records, last_pos, last_size = 0, -1, 0
+        stop = task.file_from + task.file_size
+        group: list[Any] = []
+        group_bytes = 0
+        try:
+            with pq.ParquetWriter(str(tmp), ARROW_SCHEMA, **opts) as w:
+                for rb in decode_range(cl, task.store_dir, task.file_from, stop, None, _DECODE_ROWS,
+                                       verify_crc=True):
+                    records += rb.num_rows
+                    last_pos = rb.column("physical_offset")[-1].as_py() - task.file_from
+                    last_size = rb.column("size")[-1].as_py()
+                    group.append(rb)
+                    group_bytes += rb.nbytes
+                    if group_bytes >= task.row_group_bytes:
+                        w.write_table(pa.Table.from_batches(group), row_group_size=1 << 40)
+                        group, group_bytes = [], 0
+                if group:
+                    w.write_table(pa.Table.from_batches(group), row_group_size=1 << 40)
+            if records == 0:
+                os.unlink(tmp)
+                return None
+            scan_end = last_pos + last_size
+            _check_sealed(src, scan_end, task.file_size)
+            _fsync_path(tmp)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    finally:
+        cl.close()
+    os.replace(tmp, final)
+    _fsync_path(final.parent)
+    if not os.path.exists(src):  # retention deleted the file while it was converted: drop the copy
+        final.unlink(missing_ok=True)
+        return None
+    head = record_head(src, last_pos)
+    size = os.stat(final).st_size
+    return CopyEntry(name, task.file_size, scan_end, records, last_pos, head, final.name, size,
+                     rmqcore_version=__version__)
+
+
+def _check_sealed(src: str, scan_end: int, file_size: int) -> None:
+    """A sealed file's records end at its end or at a BLANK filler."""
+    if scan_end >= file_size:
+        return
+    head = bytes.fromhex(record_head(src, scan_end))
+    if len(head) < 8 or int.from_bytes(head[4:8], "big", signed=True) != L.MAGIC_BLANK:
+        raise CorruptionError("the records of a sealed CommitLog file end without a BLANK filler",
+                              position=scan_end, path=src)
+
+
+def _plan(store_dir: str, file_size: int) -> tuple[list[int], int, int]:
+    """Base offsets of the sealed files, the number of unsealed files with data, and the log's
+    valid end."""
+    cl = open_commitlog(store_dir, file_size)
+    try:
+        end = cl.max_offset
+        sealed = [mf.file_from_offset for mf in cl.queue.files if mf.file_end_offset <= end]
+        unsealed = sum(1 for mf in cl.queue.files if mf.file_from_offset < end < mf.file_end_offset)
+        return sealed, unsealed, end
+    finally:
+        cl.close()
+
+
+def materialize(
+    store_dir: str | os.PathLike[str],
+    *,
+    commitlog_file_size: int | None = None,
+    max_files: int | None = None,
+    compression: str = "snappy",
+    row_group_bytes: int = ROW_GROUP_BYTES,
+    convert_all: Callable[[list[FileTask]], Iterable[CopyEntry | CorruptionError | None]] | None = None,
+    progress: Callable[[CopyEntry], None] | None = None,
+) -> MaterializeReport:
+    """Make the missing Parquet copies of a store's sealed CommitLog files (at most ``max_files``
+    of them, oldest first) in ``<store>/rmqcore-columnar/``; see the module docs.
+
+    ``convert_all`` runs :func:`convert_file` over the tasks, yielding entries or the CorruptionError
+    of a file (default: one after the other in this process, stopping at a corrupt file; the manifest
+    is rewritten after each file; ``rmqcore.spark.materialize`` runs them as Spark tasks).
+    The store may be open for writing meanwhile: only sealed files are read.
+
+    Raises:
+        StoreLockedError: another materialize run is going on.
+        CorruptionError: a record of a sealed file is corrupt (the copies made before it are kept).
+        ConfigError: an unknown compression or a negative ``max_files``.
+    """
+    t0 = time.perf_counter()
+    store = os.path.abspath(store_dir)
+    if not os.path.isdir(os.path.join(store, "commitlog")):
+        raise FileNotFoundError(f"{store} has no commitlog directory: not a RocketMQ store")
+    if max_files is not None and max_files < 0:
+        raise ConfigError(f"max_files must be >= 0, not {max_files}")
+    _writer_options(compression)
+    file_size, _ = geometry(store, commitlog_file_size)
+    rep = MaterializeReport(store)
+    with run_lock(store):
+        for p in temp_files(store):  # a killed run's half-written copies (no run is live: we hold the lock)
+            p.unlink(missing_ok=True)
+            rep.removed.append(p.name)
+        sealed, rep.unsealed, end = _plan(store, file_size)
+        names = set(os.listdir(os.path.join(store, "commitlog")))
+        entries = {k: e for k, e in load_manifest(store).items() if k in names}
+        for p in columnar_dir(store).glob("*.parquet"):  # copies of files no longer in the log
+            if p.name[: -len(".parquet")] not in names:
+                p.unlink(missing_ok=True)
+                rep.removed.append(p.name)
+        current = {e.file_from for e in current_copies(store, file_size)}
+        rep.current = len(current & set(sealed))
+        todo = [FileTask(store, f, file_size, end, compression, row_group_bytes)
+                for f in sealed if f not in current]
+        if max_files is not None:
+            rep.pending = max(0, len(todo) - max_files)
+            todo = todo[:max_files]
+        if todo:
+            save_manifest(store, entries.values())  # without entries of deleted files
+        failed: list[CorruptionError] = []
+        for e in (convert_all or _one_by_one)(todo):
+            if isinstance(e, CorruptionError):
+                failed.append(e)
+                continue
+            if e is None:
+                continue
+            entries[e.file] = e
+            save_manifest(store, entries.values())
+            rep.converted.append(e)
+            if progress is not None:
+                progress(e)
+        if failed:
+            raise failed[0]
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _one_by_one(tasks: list[FileTask]) -> Iterable[CopyEntry | CorruptionError | None]:
+    for t in tasks:
+        yield convert_file(t)

@@ -1,0 +1,96 @@
+"""read_store over a store with Parquet copies of some CommitLog files: the same rows as the rmq source
+alone, for the fixture stores A and C of both RocketMQ versions and the demo store, under every pushed
+filter; rmqcore.spark.materialize runs one task per CommitLog file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from rmqcore.columnar.manifest import columnar_dir, current_copies  # noqa: E402
+from rmqcore.spark import materialize, read_store  # noqa: E402
+from tests.conftest import RMQ_FIXTURES, VERSIONS, copy_store  # noqa: E402
+from tests.spark.test_rmq_source import PUSHED  # noqa: E402
+
+FIXTURE_GEOM = {"commitlogFileSize": 131072, "cqFileSize": 2000}
+DEMO_FILE = 65536
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> dict[str, tuple[Path, dict[str, int]]]:
+    """Copies of the fixture stores and a demo store, each with copies of half its sealed files (made
+    by Spark tasks, one per file; the other half and the live tail go through the rmq source)."""
+    from rmqcore import demo
+
+    base = tmp_path_factory.mktemp("columnar")
+    out = {}
+    for v in VERSIONS:
+        for s in ("A", "C"):
+            out[f"{v}/{s}"] = (copy_store(RMQ_FIXTURES / v / f"store{s}", base / f"{v}-{s}"), FIXTURE_GEOM)
+    demo.run(base / "demo", 3000, commitlog_file_size=DEMO_FILE)
+    out["demo"] = (base / "demo", {"commitlogFileSize": DEMO_FILE})
+    sc = spark.sparkContext
+    for name, (path, geom) in out.items():
+        sc.setJobGroup(f"materialize-{name}", "test")
+        rep = materialize(spark, path, commitlog_file_size=geom["commitlogFileSize"], max_files=None)
+        sc.setJobGroup("", "")
+        sealed = len(rep.converted)
+        assert sealed >= 2 and rep.unsealed == 1, name
+        tracker = sc.statusTracker()
+        jobs = tracker.getJobIdsForGroup(f"materialize-{name}")
+        tasks = [tracker.getStageInfo(s).numTasks for j in jobs for s in tracker.getJobInfo(j).stageIds]
+        assert tasks == [sealed], name  # one task per CommitLog file
+        # keep the copies of the first half only: the rest is read by the rmq source
+        for e in rep.converted[sealed // 2:]:
+            (columnar_dir(path) / e.copy).unlink()
+        assert 0 < len(current_copies(path, geom["commitlogFileSize"])) == sealed // 2 < sealed
+    return out
+
+
+@pytest.mark.parametrize("name", [f"{v}/{s}" for v in VERSIONS for s in ("A", "C")] + ["demo"])
+def test_read_store_with_copies_equals_the_rmq_source(spark: Any, stores: dict, name: str) -> None:
+    path, geom = stores[name]
+    plain = read_store(spark, str(path), columnar=False, **geom)
+    mixed = read_store(spark, str(path), **geom)
+    assert "Parquet" in mixed._jdf.queryExecution().executedPlan().toString()
+    want = sorted(plain.collect(), key=lambda r: r.physical_offset)
+    got = sorted(mixed.collect(), key=lambda r: r.physical_offset)
+    assert len(got) == len(want) > 0
+    assert got == want
+    assert {r.store for r in got} == {str(path)}
+    nonempty = 0
+    for expr, pred in PUSHED if name != "demo" else DEMO_PUSHED:
+        q = read_store(spark, str(path), **geom).filter(expr).select("physical_offset")
+        expected = [r.physical_offset for r in want if pred(r)]
+        assert sorted(r.physical_offset for r in q.collect()) == expected, expr
+        nonempty += any(pred(r) for r in want)
+    assert nonempty >= 3
+
+
+DEMO_PUSHED = [
+    ("topic = 'OrderEvents'", lambda r: r.topic == "OrderEvents"),
+    ("topic in ('AuditLog', 'PaymentEvents') and queue_id = 3",
+     lambda r: r.topic in ("AuditLog", "PaymentEvents") and r.queue_id == 3),
+    ("queue_id in (0, 2) and tags = 'Paid'", lambda r: r.queue_id in (0, 2) and r.tags == "Paid"),
+    ("topic = 'NoSuchTopic'", lambda r: False),
+]
+
+
+def test_read_store_with_copies_projects_and_keeps_key_lookups(spark: Any, stores: dict) -> None:
+    path, geom = stores["5.3.3/A"]
+    cols = "queue_id int, body binary, store string"
+    got = read_store(spark, str(path), schema=cols, **geom)
+    assert got.columns == ["queue_id", "body", "store"]
+    want = read_store(spark, str(path), columnar=False, **geom).select("queue_id", "body", "store")
+    assert sorted(map(tuple, got.collect())) == sorted(map(tuple, want.collect()))
+    one = read_store(spark, str(path), columnar=False, **geom).filter("queue_id = 0").first()
+    key = one.keys[0] if one.keys else one.properties["UNIQ_KEY"]
+    kw = {"key": key, "keyTopic": one.topic, "indexSlots": 100, "indexEntries": 1000, **geom}
+    rows = read_store(spark, str(path), **kw).collect()  # an index lookup: not doubled by the copies
+    alone = read_store(spark, str(path), columnar=False, **kw).collect()
+    assert one.physical_offset in [r.physical_offset for r in rows]
+    assert sorted(r.physical_offset for r in rows) == sorted(r.physical_offset for r in alone)
