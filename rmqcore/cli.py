@@ -393,7 +393,7 @@ def _cmd_materialize(args: argparse.Namespace) -> int:
             print(f"  {e.file}: {e.records} records, {e.scan_end:,} bytes -> {e.copy} ({e.copy_bytes:,} B)")
 
     rep = materialize(store, commitlog_file_size=args.commitlog_file_size, max_files=args.max_files,
-                      compression=args.compression, progress=progress)
+                      compression=args.compression, tail=args.tail, progress=progress)
     out = {"store": str(store), "converted": len(rep.converted), "current": rep.current,
            "unsealed": rep.unsealed, "pending": rep.pending, "commitlog_bytes": rep.commitlog_bytes,
            "copy_bytes": rep.copy_bytes, "removed": rep.removed, "seconds": round(rep.seconds, 3)}
@@ -832,6 +832,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Needs pyarrow. Only sealed files are read: the store may be open.")
     mat.add_argument("store_dir")
     mat.add_argument("--max-files", type=int, default=None, help="convert at most N files, oldest first")
+    mat.add_argument("--tail", action="store_true",
+                     help="also copy what the unsealed last file holds now (a store no longer written)")
     mat.add_argument("--compression", default="snappy", choices=("snappy", "zstd", "lz4", "gzip", "none"))
     mat.add_argument("--commitlog-file-size", type=int, default=None,
                      help="bytes per commitlog file (default: rmqcore.json, else the files, else 1 GiB)")

@@ -18,13 +18,16 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 ds = pytest.importorskip("pyarrow.dataset")
+pq = pytest.importorskip("pyarrow.parquet")
 
 from rmqcore import _impl  # noqa: E402
 from rmqcore.columnar import arrow as A  # noqa: E402
 from rmqcore.columnar.manifest import (  # noqa: E402
     FORMAT_VERSION,
     columnar_dir,
+    covers_log,
     current_copies,
+    drop_copies,
     load_manifest,
     run_lock,
     save_manifest,
@@ -224,3 +227,34 @@ def test_one_run_at_a_time(tmp_path: Path) -> None:
     _fill(store, 300)
     with run_lock(store), pytest.raises(StoreLockedError, match="another materialize run"):
         materialize(store)
+
+
+def test_tail_copy_follows_the_unsealed_file(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    _fill(store, 1200)
+    rep = materialize(store, tail=True)
+    tails = [e for e in rep.converted if not e.sealed]
+    end = open_commitlog(str(store), FILE).max_offset
+    assert len(tails) == 1 and tails[0].file_from == 3 * FILE and tails[0].scan_end == end - 3 * FILE
+    assert tails[0].copy == f"_tail/{3 * FILE:020d}.{end - 3 * FILE}.parquet"
+    assert covers_log(store, current_copies(store, FILE))
+    # directory readers see the sealed files' copies only; the tail copy holds the rest
+    assert _copies(store) == _decoded(store, 3 * FILE)
+    tail_rows = pq.read_table(columnar_dir(store) / tails[0].copy).to_pylist()
+    assert tail_rows == [r for r in _decoded(store) if r["physical_offset"] >= 3 * FILE]
+    assert materialize(store, tail=True).converted == []
+    _fill(store, 10, start=1200)  # the file grows: its tail copy is outgrown and replaced
+    assert not covers_log(store, current_copies(store, FILE))
+    rep = materialize(store, tail=True)
+    assert [(e.file_from, e.sealed) for e in rep.converted] == [(3 * FILE, False)]
+    assert not (columnar_dir(store) / tails[0].copy).exists()
+    _fill(store, 600, start=1210)  # sealed now: a whole copy, and a tail copy of the next file
+    rep = materialize(store, tail=True)
+    assert [(e.file_from, e.sealed) for e in rep.converted][:2] == [(3 * FILE, True), (4 * FILE, True)]
+    assert [e.sealed for e in load_manifest(store).values()].count(False) == 1
+    assert [p.name for p in (columnar_dir(store) / "_tail").iterdir()] == [
+        Path(e.copy).name for e in load_manifest(store).values() if not e.sealed]
+    assert covers_log(store, current_copies(store, FILE))
+    drop_copies(store, [e.file for e in load_manifest(store).values()])
+    assert list((columnar_dir(store) / "_tail").iterdir()) == []
+    assert list(columnar_dir(store).glob("*.parquet")) == []

@@ -2,7 +2,10 @@
 
 ``<store>/rmqcore-columnar/`` holds one ``<commitlog file name>.parquet`` per converted file and
 ``_manifest.json`` (names starting with ``_`` or ``.`` are skipped by Spark, pyarrow.dataset and the
-``*.parquet`` globs of DuckDB and Polars). Each manifest entry records the CommitLog file it was made
+``*.parquet`` globs of DuckDB and Polars). ``materialize(tail=True)`` also copies the records of the
+unsealed last file as they are now, to ``_tail/<name>.<end>.parquet``: read_store reads it, directory
+readers do not (they see sealed files only, each exactly once), and the next run that copies more of
+that file deletes it. Each manifest entry records the CommitLog file it was made
 from: its name and size, where its CRC-checked records end (``scan_end``), their count, the position
 and first header bytes of its last record, and the copy's format version. A copy is *current* when
 its format version is this rmqcore's, the copy has the size recorded, the CommitLog file is there
@@ -37,10 +40,13 @@ __all__ = [
     "CopyEntry",
     "columnar_dir",
     "copy_path",
+    "copy_files",
+    "file_of_copy",
     "load_manifest",
     "save_manifest",
     "record_head",
     "current_copies",
+    "covers_log",
     "drop_copies",
     "run_lock",
 ]
@@ -48,6 +54,7 @@ __all__ = [
 COLUMNAR_DIR = "rmqcore-columnar"
 MANIFEST = "_manifest.json"
 RUN_LOCK = "_materialize.lock"
+TAIL_DIR = "_tail"
 # 1: one Parquet file per sealed CommitLog file, the rmq schema (rmqcore.columnar.arrow.ARROW_SCHEMA)
 FORMAT_VERSION = 1
 HEAD_BYTES = 48  # a record's fixed header up to BORNTIMESTAMP: size, magic, CRC, queue, offsets, flags
@@ -64,8 +71,9 @@ class CopyEntry:
     records: int
     last_record: int  # file position of its last record
     last_head: str  # hex of the first HEAD_BYTES bytes of that record
-    copy: str  # the Parquet file's name
+    copy: str  # the Parquet file's path relative to the columnar directory
     copy_bytes: int
+    sealed: bool = True  # False: the records the unsealed last file had (its first scan_end bytes)
     format_version: int = FORMAT_VERSION
     rmqcore_version: str = ""
 
@@ -78,9 +86,18 @@ def columnar_dir(store_dir: str | os.PathLike[str]) -> Path:
     return Path(store_dir) / COLUMNAR_DIR
 
 
-def copy_path(store_dir: str | os.PathLike[str], file_name: str) -> Path:
-    """Where the copy of CommitLog file ``file_name`` goes."""
-    return columnar_dir(store_dir) / f"{file_name}.parquet"
+def copy_path(store_dir: str | os.PathLike[str], file_name: str, tail_end: int | None = None) -> Path:
+    """Where the copy of sealed CommitLog file ``file_name`` goes, or that of its first ``tail_end``
+    bytes while it is the unsealed last file."""
+    d = columnar_dir(store_dir)
+    if tail_end is None:
+        return d / f"{file_name}.parquet"
+    return d / TAIL_DIR / f"{file_name}.{tail_end}.parquet"
+
+
+def file_of_copy(path: Path) -> str:
+    """The CommitLog file name a copy (sealed or tail) belongs to."""
+    return path.name.split(".", 1)[0]
 
 
 def load_manifest(store_dir: str | os.PathLike[str]) -> dict[str, CopyEntry]:
@@ -137,6 +154,21 @@ def current_copies(store_dir: str | os.PathLike[str], file_size: int) -> list[Co
     return [e for _, e in sorted(load_manifest(d).items()) if _is_current(d, e, file_size)]
 
 
+def covers_log(store_dir: str | os.PathLike[str], copies: Iterable[CopyEntry]) -> bool:
+    """Whether ``copies`` (current ones) hold every record of the store's CommitLog: each file with
+    data has a sealed copy, or a tail copy after whose end nothing has been written."""
+    d = Path(store_dir) / "commitlog"
+    by_file = {e.file: e for e in copies}
+    for name in sorted(n for n in os.listdir(d) if L.file_name_to_offset(n) is not None):
+        e = by_file.get(name)
+        if e is not None and e.sealed:
+            continue
+        head = record_head(d / name, 0 if e is None else e.scan_end)
+        if head[:8].strip("0"):  # a record (or its start) where the copy ends, or a file never copied
+            return False
+    return True
+
+
 def drop_copies(store_dir: str | os.PathLike[str], file_names: Iterable[str]) -> None:
     """Remove the copies of CommitLog files ``file_names`` (retention deleted them). Their manifest
     entries stay until the next ``materialize``: without their CommitLog file they are not current."""
@@ -145,8 +177,9 @@ def drop_copies(store_dir: str | os.PathLike[str], file_names: Iterable[str]) ->
         return
     for name in file_names:
         if L.file_name_to_offset(name) is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(d / f"{name}.parquet")
+            for p in [d / f"{name}.parquet", *(d / TAIL_DIR).glob(f"{name}.*.parquet")]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(p)
 
 
 @contextlib.contextmanager
@@ -169,10 +202,15 @@ def run_lock(store_dir: str | os.PathLike[str]) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def temp_files(store_dir: str | os.PathLike[str]) -> list[Path]:
-    """Copies a killed run left half-written (its temp names)."""
+def copy_files(store_dir: str | os.PathLike[str]) -> list[Path]:
+    """Every copy (sealed and tail) in the columnar directory, made now or by an earlier run."""
     d = columnar_dir(store_dir)
-    if not d.is_dir():
-        return []
-    return sorted(p for p in d.iterdir() if p.name.startswith(".") and TEMP_MARK in p.name)
+    return sorted([*d.glob("*.parquet"), *(d / TAIL_DIR).glob("*.parquet")])
+
+
+def temp_files(store_dir: str | os.PathLike[str]) -> list[Path]:
+    """Copies a killed run left half-written (their temp names)."""
+    d = columnar_dir(store_dir)
+    dirs = [x for x in (d, d / TAIL_DIR) if x.is_dir()]
+    return sorted(p for x in dirs for p in x.iterdir() if p.name.startswith(".") and TEMP_MARK in p.name)
 

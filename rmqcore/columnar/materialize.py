@@ -8,7 +8,9 @@ with the file's path and offset, and nothing of that file is published) into Arr
 invisible to Spark, pyarrow.dataset and ``*.parquet`` globs), fsynced and renamed into place; then
 the manifest (see :mod:`rmqcore.columnar.manifest`) is rewritten. A run killed at any point leaves
 copies that are either whole or invisible; the next run removes the leftovers and converts what is
-missing. A rerun converts only files without a current copy.
+missing. A rerun converts only files without a current copy. With ``tail=True`` a run also copies
+what the unsealed last file holds now (see :mod:`rmqcore.columnar.manifest`): for a store that is
+no longer written, everything is then read as Parquet.
 
 Needs pyarrow (not pyspark).
 """
@@ -20,17 +22,21 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from .. import layout as L
 from ..errors import ConfigError, CorruptionError
 from .manifest import (
+    TAIL_DIR,
     TEMP_MARK,
     CopyEntry,
     columnar_dir,
+    copy_files,
     copy_path,
     current_copies,
+    file_of_copy,
     load_manifest,
     record_head,
     run_lock,
@@ -62,13 +68,14 @@ class FileTask:
     end: int  # the log's valid end when planned (past this file's end)
     compression: str = "snappy"
     row_group_bytes: int = ROW_GROUP_BYTES
+    tail: bool = False  # the unsealed last file: copy its records up to ``end``
 
 
 @dataclass
 class MaterializeReport:
     """What a run did: ``converted`` copies made now, ``current`` files that already had one,
-    ``unsealed`` files left to the ``rmq`` source (the live tail), ``removed`` stale copies and
-    leftovers deleted."""
+    ``unsealed`` files (the live tail: read by the ``rmq`` source unless copied with ``tail=True``),
+    ``removed`` stale copies and leftovers deleted."""
 
     store_dir: str
     converted: list[CopyEntry] = field(default_factory=list)
@@ -106,8 +113,9 @@ def _fsync_path(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> None:
 
 
 def convert_file(task: FileTask) -> CopyEntry | None:
-    """Write the copy of one sealed CommitLog file (temp name, fsync, rename) and return its manifest
-    entry; None when the file has no records or retention deleted it meanwhile.
+    """Write the copy of one sealed CommitLog file, or of the records up to ``task.end`` of the
+    unsealed one (temp name, fsync, rename), and return its manifest entry; None when there are no
+    records or retention deleted the file meanwhile.
 
     Raises:
         CorruptionError: a record fails its CRC or the walk ends inside the file without a BLANK
@@ -121,7 +129,9 @@ def convert_file(task: FileTask) -> CopyEntry | None:
     opts = _writer_options(task.compression)
     name = L.offset_to_file_name(task.file_from)
     src = os.path.join(task.store_dir, "commitlog", name)
-    final = copy_path(task.store_dir, name)
+    stop = task.end if task.tail else task.file_from + task.file_size
+    final = copy_path(task.store_dir, name, stop - task.file_from if task.tail else None)
+    final.parent.mkdir(exist_ok=True)
     tmp = final.with_name(f".{name}{TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     cl = open_commitlog(task.store_dir, task.file_size, task.end)
     try:
@@ -129,7 +139,6 @@ def convert_file(task: FileTask) -> CopyEntry | None:
             return None
         _fsync_path(src)  # the copy never holds bytes the log could still lose in a power failure
         records, last_pos, last_size = 0, -1, 0
-        stop = task.file_from + task.file_size
         group: list[Any] = []
         group_bytes = 0
         try:
@@ -150,7 +159,8 @@ def convert_file(task: FileTask) -> CopyEntry | None:
                 os.unlink(tmp)
                 return None
             scan_end = last_pos + last_size
-            _check_sealed(src, scan_end, task.file_size)
+            if not task.tail:
+                _check_sealed(src, scan_end, task.file_size)
             _fsync_path(tmp)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -164,7 +174,8 @@ def convert_file(task: FileTask) -> CopyEntry | None:
         return None
     head = record_head(src, last_pos)
     size = os.stat(final).st_size
-    return CopyEntry(name, task.file_size, scan_end, records, last_pos, head, final.name, size,
+    rel = str(final.relative_to(columnar_dir(task.store_dir)))
+    return CopyEntry(name, task.file_size, scan_end, records, last_pos, head, rel, size, not task.tail,
                      rmqcore_version=__version__)
 
 
@@ -178,14 +189,15 @@ def _check_sealed(src: str, scan_end: int, file_size: int) -> None:
                               position=scan_end, path=src)
 
 
-def _plan(store_dir: str, file_size: int) -> tuple[list[int], int, int]:
-    """Base offsets of the sealed files, the number of unsealed files with data, and the log's
-    valid end."""
+def _plan(store_dir: str, file_size: int) -> tuple[list[int], list[int], int]:
+    """Base offsets of the sealed files and of the unsealed one with data (none or one), and the
+    log's valid end."""
     cl = open_commitlog(store_dir, file_size)
     try:
         end = cl.max_offset
         sealed = [mf.file_from_offset for mf in cl.queue.files if mf.file_end_offset <= end]
-        unsealed = sum(1 for mf in cl.queue.files if mf.file_from_offset < end < mf.file_end_offset)
+        unsealed = [mf.file_from_offset for mf in cl.queue.files
+                    if mf.file_from_offset < end < mf.file_end_offset]
         return sealed, unsealed, end
     finally:
         cl.close()
@@ -198,11 +210,13 @@ def materialize(
     max_files: int | None = None,
     compression: str = "snappy",
     row_group_bytes: int = ROW_GROUP_BYTES,
+    tail: bool = False,
     convert_all: Callable[[list[FileTask]], Iterable[CopyEntry | CorruptionError | None]] | None = None,
     progress: Callable[[CopyEntry], None] | None = None,
 ) -> MaterializeReport:
     """Make the missing Parquet copies of a store's sealed CommitLog files (at most ``max_files``
-    of them, oldest first) in ``<store>/rmqcore-columnar/``; see the module docs.
+    of them, oldest first) in ``<store>/rmqcore-columnar/``, and with ``tail`` the copy of what the
+    unsealed last file holds now; see the module docs.
 
     ``convert_all`` runs :func:`convert_file` over the tasks, yielding entries or the CorruptionError
     of a file (default: one after the other in this process, stopping at a corrupt file; the manifest
@@ -227,20 +241,27 @@ def materialize(
         for p in temp_files(store):  # a killed run's half-written copies (no run is live: we hold the lock)
             p.unlink(missing_ok=True)
             rep.removed.append(p.name)
-        sealed, rep.unsealed, end = _plan(store, file_size)
+        sealed, unsealed, end = _plan(store, file_size)
+        rep.unsealed = len(unsealed)
         names = set(os.listdir(os.path.join(store, "commitlog")))
         entries = {k: e for k, e in load_manifest(store).items() if k in names}
-        for p in columnar_dir(store).glob("*.parquet"):  # copies of files no longer in the log
-            if p.name[: -len(".parquet")] not in names:
+        listed = {e.copy for e in entries.values()}
+        for p in copy_files(store):  # copies of files no longer in the log; tail copies nobody lists
+            if file_of_copy(p) not in names or (p.parent.name == TAIL_DIR and _rel(store, p) not in listed):
                 p.unlink(missing_ok=True)
-                rep.removed.append(p.name)
-        current = {e.file_from for e in current_copies(store, file_size)}
-        rep.current = len(current & set(sealed))
+                rep.removed.append(_rel(store, p))
+        current = {e.file_from: e for e in current_copies(store, file_size)}
+        done = {f for f, e in current.items() if e.sealed}
+        rep.current = len(done & set(sealed))
         todo = [FileTask(store, f, file_size, end, compression, row_group_bytes)
-                for f in sealed if f not in current]
+                for f in sealed if f not in done]
         if max_files is not None:
             rep.pending = max(0, len(todo) - max_files)
             todo = todo[:max_files]
+        for f in unsealed if tail else []:
+            have = current.get(f)
+            if have is None or have.scan_end != end - f:
+                todo.append(FileTask(store, f, file_size, end, compression, row_group_bytes, tail=True))
         if todo:
             save_manifest(store, entries.values())  # without entries of deleted files
         failed: list[CorruptionError] = []
@@ -250,8 +271,11 @@ def materialize(
                 continue
             if e is None:
                 continue
+            replaced = entries.get(e.file)
             entries[e.file] = e
             save_manifest(store, entries.values())
+            if replaced is not None and replaced.copy != e.copy:  # a tail copy outgrown
+                (columnar_dir(store) / replaced.copy).unlink(missing_ok=True)
             rep.converted.append(e)
             if progress is not None:
                 progress(e)
@@ -259,6 +283,10 @@ def materialize(
             raise failed[0]
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _rel(store: str, p: Path) -> str:
+    return str(p.relative_to(columnar_dir(store)))
 
 
 def _one_by_one(tasks: list[FileTask]) -> Iterable[CopyEntry | CorruptionError | None]:

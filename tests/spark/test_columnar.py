@@ -94,3 +94,18 @@ def test_read_store_with_copies_projects_and_keeps_key_lookups(spark: Any, store
     alone = read_store(spark, str(path), columnar=False, **kw).collect()
     assert one.physical_offset in [r.physical_offset for r in rows]
     assert sorted(r.physical_offset for r in rows) == sorted(r.physical_offset for r in alone)
+
+
+def test_fully_materialized_store_is_read_as_parquet_alone(spark: Any, tmp_path: Path) -> None:
+    path = copy_store(RMQ_FIXTURES / "5.3.3" / "storeC", tmp_path / "c")
+    rep = materialize(spark, path, commitlog_file_size=FIXTURE_GEOM["commitlogFileSize"], tail=True)
+    assert [e.sealed for e in rep.converted].count(False) == 1
+    df = read_store(spark, str(path), **FIXTURE_GEOM)
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "Parquet" in plan and "Python" not in plan  # no rmq source: the copies hold every record
+    want = sorted(read_store(spark, str(path), columnar=False, **FIXTURE_GEOM).collect(),
+                  key=lambda r: r.physical_offset)
+    assert sorted(df.collect(), key=lambda r: r.physical_offset) == want
+    for expr, pred in PUSHED[:4]:
+        got = read_store(spark, str(path), **FIXTURE_GEOM).filter(expr).select("physical_offset").collect()
+        assert sorted(r.physical_offset for r in got) == [r.physical_offset for r in want if pred(r)], expr

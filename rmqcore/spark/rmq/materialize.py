@@ -27,9 +27,10 @@ def materialize(
     commitlog_file_size: int | None = None,
     max_files: int | None = None,
     compression: str = "snappy",
+    tail: bool = False,
 ) -> MaterializeReport:
     """Convert the sealed CommitLog files of ``store_dir`` that have no current copy, one Spark task
-    per file; returns what was done.
+    per file (with ``tail``, also what the unsealed last file holds now); returns what was done.
 
     Raises:
         StoreLockedError: another materialize run is going on.
@@ -46,7 +47,7 @@ def materialize(
         return sc.parallelize(tasks, len(tasks)).map(_convert).collect()  # type: ignore[no-any-return]
 
     return _materialize(store_dir, commitlog_file_size=commitlog_file_size, max_files=max_files,
-                        compression=compression, convert_all=on_spark)
+                        compression=compression, tail=tail, convert_all=on_spark)
 
 
 def _convert(task: FileTask) -> CopyEntry | CorruptionError | None:

@@ -66,10 +66,11 @@ from ...columnar.arrow import _MIN, ARROW_SCHEMA, RowFilter, batch_to_arrow, dec
 from ...columnar.stores import open_commitlog, store_dirs
 from .options import store_geometry
 
-__all__ = ["RmqReader", "RangePartition", "SKIP_FILES"]
+__all__ = ["RmqReader", "RangePartition", "COVERED"]
 
-# option set by rmqcore.spark.read_store: {store dir: [base offsets of CommitLog files read from copies]}
-SKIP_FILES = "rmqcore.skipfiles"
+# option set by rmqcore.spark.read_store: the CommitLog ranges read from Parquet copies instead,
+# {store dir: {file base offset: file position where the copy ends, or -1 for the whole file}}
+COVERED = "rmqcore.covered"
 
 @dataclass
 class RangePartition(InputPartition):
@@ -82,8 +83,8 @@ class RangePartition(InputPartition):
 
 
 def _file_infos(cl: Any, skip: set[int]) -> list[tuple[int, int, int, int, int]]:
-    """(file_from, data_end, count, first_ts, last_ts) of each CommitLog file with data, but those
-    whose base offset is in ``skip``."""
+    """(file_from, data_end, count, first_ts, last_ts) of each CommitLog file with data but those
+    whose base offset is in ``skip`` (the counts and times are those of the whole file)."""
     out = []
     codec = cl._codec
     for mf in cl.queue.files:
@@ -218,7 +219,7 @@ class RmqReader(DataSourceReader):
         per = int(o.get("recordsperpartition", "0"))
         if self.flt.impossible():
             return [RangePartition("", 0, 0, 0, 0, [])]
-        skip = {k: set(v) for k, v in json.loads(o.get(SKIP_FILES, "{}")).items()}
+        covered = json.loads(o.get(COVERED, "{}"))
         for store in store_dirs(o["path"]):
             file_size, cq_size = store_geometry(store, o)
             if "key" in o:
@@ -227,7 +228,8 @@ class RmqReader(DataSourceReader):
             cl = open_commitlog(store, file_size)
             try:
                 end = cl.max_offset
-                infos = _file_infos(cl, skip.get(store, set()))
+                begins = {int(f): int(e) for f, e in covered.get(store, {}).items()}
+                infos = _file_infos(cl, {f for f, e in begins.items() if e < 0})
                 keep_files = None
                 if (self.flt.topics is not None or self.flt.queue_ids is not None) and o.get(
                     "cqpruning", "true"
@@ -245,13 +247,15 @@ class RmqReader(DataSourceReader):
                         continue
                     if last_ts < self.flt.ts_lo or first_ts > self.flt.ts_hi:
                         continue
+                    start = file_from + begins.get(file_from, 0)  # past a copy of the file's start
+                    if start >= data_end:
+                        continue
                     seg = _segindex(store, file_from)
                     try:
-                        start = file_from
                         if seg is not None and seg.monotonic and self.flt.ts_lo != _MIN:
                             pos = seg.seek_time(self.flt.ts_lo - 1)
                             if 0 < pos < data_end - file_from:
-                                start = file_from + pos
+                                start = max(start, file_from + pos)
                         if per_file > 1 and seg is not None:
                             cuts = [
                                 file_from + p

@@ -10,10 +10,10 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.datasource import DataSource
 
 from ...columnar.arrow import ARROW_SCHEMA, SCHEMA, SPARK_TYPES, project
-from ...columnar.manifest import columnar_dir, current_copies
+from ...columnar.manifest import columnar_dir, covers_log, current_copies
 from ...columnar.stores import store_dirs
 from .options import lower_options, store_geometry
-from .reader import SKIP_FILES, RmqReader
+from .reader import COVERED, RmqReader
 from .stream import RmqStreamReader
 from .writer import RmqWriter
 
@@ -60,7 +60,8 @@ def read_store(spark: Any, path: str, schema: Any = None, columnar: bool = True,
 
     Files with a current Parquet copy (``rmqcore.spark.materialize`` / ``rmqcore materialize``) are
     read by Spark's Parquet reader (column pruning, filter pushdown, row-group statistics); the
-    others -- the live tail, files not yet converted -- by the ``rmq`` source, with ``options``.
+    others -- the live tail past its copy, if any, and files not yet converted -- by the ``rmq``
+    source, with ``options``.
     The rows are the same either way (row order is not: sort by ``physical_offset`` when it
     matters). ``schema`` (a DDL string or StructType) projects both sides to a subset of the
     columns; ``columnar=False`` reads everything through the ``rmq`` source, and so does a ``key``
@@ -84,18 +85,29 @@ def read_store(spark: Any, path: str, schema: Any = None, columnar: bool = True,
     if not columnar or "key" in o:
         return rmq({})
     copies = {}
-    for store in store_dirs(path):
+    stores = store_dirs(path)
+    for store in stores:
         file_size, _ = store_geometry(store, o)
         got = current_copies(store, file_size)
         if got:
             copies[store] = got
     if not copies:
         return rmq({})
-    df = rmq({SKIP_FILES: json.dumps({s: [e.file_from for e in es] for s, es in copies.items()})})
-    out = arrow_schema_of(df.schema)  # validates a projection here, on the driver
-    for store, entries in copies.items():
-        df = df.unionByName(_parquet(spark, store, [e.copy for e in entries], out))
+    given = None if schema is None else schema if not isinstance(schema, str) else _struct(spark, schema)
+    out = arrow_schema_of(given)  # validates a projection here, on the driver
+    parts = [_parquet(spark, store, [e.copy for e in entries], out) for store, entries in copies.items()]
+    if len(copies) < len(stores) or not all(covers_log(s, es) for s, es in copies.items()):
+        cover = {s: {e.file_from: -1 if e.sealed else e.scan_end for e in es} for s, es in copies.items()}
+        parts.append(rmq({COVERED: json.dumps(cover)}))  # (no Python source when the copies hold all)
+    df = parts[0]
+    for p in parts[1:]:
+        df = df.unionByName(p)
     return df
+
+
+def _struct(spark: Any, ddl: str) -> Any:
+    """The StructType of a DDL string."""
+    return spark.createDataFrame([], ddl).schema
 
 
 def _parquet(spark: Any, store: str, copies: list[str], schema: pa.Schema) -> Any:
