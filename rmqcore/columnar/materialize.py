@@ -47,14 +47,13 @@ from .stores import geometry, open_commitlog
 
 __all__ = ["FileTask", "MaterializeReport", "convert_file", "materialize"]
 
-ROW_GROUP_BYTES = 64 * 1024 * 1024  # Arrow bytes per Parquet row group
+ROW_GROUP_BYTES = 16 * 1024 * 1024  # Arrow bytes per Parquet row group (~70k rows of 230 bytes)
 _DECODE_ROWS = 16384
-# columns with few distinct values: dictionary-encoded (the others are written plain)
-_DICTIONARY = ["store", "topic", "queue_id", "sys_flag", "flag", "born_host", "store_host", "reconsume_times",
-               "tags"]
-# columns with min/max statistics per row group (what filters prune on)
-_STATISTICS = ["topic", "queue_id", "queue_offset", "physical_offset", "born_timestamp", "store_timestamp",
-               "tags"]
+# dictionary-encoded: the columns with a few distinct values that queries filter or group on (more
+# dictionaries, e.g. the hosts, cost hashing time for a few percent of the file's size)
+_DICTIONARY = ["store", "topic", "tags"]
+# min/max statistics per row group: what filters prune on
+_STATISTICS = ["topic", "queue_id", "queue_offset", "physical_offset", "store_timestamp"]
 COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "none")
 
 
