@@ -10,9 +10,12 @@ Spark from the ``rmq`` source. Queries: ``count()``, ``sum(length(body))``,
 * ``rmq-3col``: the same with the schema ``topic string, queue_id int, body binary`` (not for noop);
 * ``read_store``: over the materialized store (Parquet copies of the sealed files, the live tail
   through the rmq source);
+* ``read_store-tail``: over a copy of it materialized with ``tail=True`` (a store no longer written:
+  every record in Parquet, no Python source in the plan);
 * ``parquet``: ``spark.read.parquet`` of the baseline.
 
-Also: ``materialize`` throughput -- pyarrow alone (MB of CommitLog per CPU-second of this process,
+Also: the ``rmq`` writer (rows/s of ``df.write.format("rmq")``), ``materialize`` throughput --
+pyarrow alone (MB of CommitLog per CPU-second of this process,
 i.e. per core) and as a Spark job -- and, with ``--scaling``, the ``sum(length(body))`` rates in a
 ``local[2]`` session after the ``local[1]`` one. ``--fast-start`` starts the JVM as the test suite does
 (C1 only, SerialGC, two shuffle partitions, no AQE) instead of with ``local_session``'s defaults.
@@ -44,7 +47,8 @@ THREE = "topic string, queue_id int, body binary"
 QUERIES = ("count", "sum_body", "group", "noop")
 FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djdk.lang.Process.launchMechanism=VFORK"
 FAST_START = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-              "spark.rdd.compress": "false", "spark.shuffle.compress": "false", "spark.sql.adaptive.enabled": "false",
+              "spark.rdd.compress": "false", "spark.shuffle.compress": "false",
+              "spark.sql.adaptive.enabled": "false",
               "spark.driver.extraJavaOptions": FAST_JVM, "spark.executor.extraJavaOptions": FAST_JVM}
 
 
@@ -80,8 +84,14 @@ def sources(spark: Any, store: str, pq: str) -> dict[str, Any]:
         "rmq": lambda: read_store(spark, store, columnar=False),
         "rmq-3col": lambda: read_store(spark, store, columnar=False, schema=THREE),
         "read_store": lambda: read_store(spark, store),
+        "read_store-tail": lambda: read_store(spark, store + "-tail"),
         "parquet": lambda: spark.read.parquet(pq),
+        **({k: (lambda b=b: read_store(spark, store, columnar=False, schema=THREE, batchRows=b))
+            for k, b in EXTRA.items()}),
     }
+
+
+EXTRA: dict[str, int] = {}  # more sources: rmq-3col with these batchRows (A/B runs)
 
 
 def side_by_side(spark: Any, store: str, pq: str, rows: int, rounds: int,
@@ -93,7 +103,7 @@ def side_by_side(spark: Any, store: str, pq: str, rows: int, rounds: int,
         for q in queries:
             answers = {}
             for name, make in srcs.items():
-                if name == "rmq-3col" and q in ("noop", "group"):
+                if name.startswith("rmq-3col") and q in ("noop", "group"):
                     continue
                 t0 = time.perf_counter()
                 answers[name] = run_query(make(), q)
@@ -130,20 +140,37 @@ def materialize_rates(spark: Any, store: str, file_size: int) -> dict[str, float
             "files": len(rep.converted), "unsealed": rep.unsealed}
 
 
+def writer_rate(spark: Any, work: Path, n: int = 50_000) -> float:
+    """Rows/s of ``df.write.format("rmq")`` (a cached DataFrame; best of 3)."""
+    df = spark.range(n).selectExpr("'SparkOut' as topic", "cast(id % 4 as int) as queue_id",
+                                   "cast(repeat('w', 100) as binary) as body", "'TagW' as tags").cache()
+    df.count()
+    best = 0.0
+    for i in range(3):
+        t0 = time.perf_counter()
+        df.write.format("rmq").mode("append").save(str(work / f"written-{i}"))
+        best = max(best, n / (time.perf_counter() - t0))
+        shutil.rmtree(work / f"written-{i}")
+    df.unpersist()
+    return best
+
+
 def report(times: dict[str, dict[str, list[float]]], rows: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     names = " ".join(f"{s:>14s}" for s in next(iter(times.values())))
-    print(f"\n{'query':10s} {names}   read_store/parquet")
+    print(f"\n{'query':10s} {names}   parquet/read_store parquet/read_store-tail")
     for q, by in times.items():
         rates = {s: rows / statistics.median(v) for s, v in by.items() if v}
         ratio = rates["parquet"] / rates["read_store"]
         out[q] = {"rows_per_s": rates, "parquet_over_read_store": ratio,
                   "parquet_over_rmq": rates["parquet"] / rates["rmq"],
                   "seconds": {s: v for s, v in by.items() if v}}
-        if "rmq-3col" in rates:
-            out[q]["rmq3col_over_rmq"] = rates["rmq-3col"] / rates["rmq"]
+        out[q]["parquet_over_read_store_tail"] = rates["parquet"] / rates["read_store-tail"]
+        for s in rates:
+            if s.startswith("rmq-3col"):
+                out[q][f"{s}_over_rmq"] = rates[s] / rates["rmq"]
         cells = " ".join(f"{rates[s] / 1e3:>12.0f}k/s" if s in rates else f"{'-':>14s}" for s in by)
-        print(f"{q:10s} {cells}   {ratio:.2f}x")
+        print(f"{q:10s} {cells}   {ratio:.2f}x {out[q]['parquet_over_read_store_tail']:.2f}x")
     return out
 
 
@@ -157,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fast-start", action="store_true", help="the test suite's JVM settings")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--batch-rows", default="", help="comma-separated batchRows for extra rmq-3col sources")
     args = ap.parse_args(argv)
+    EXTRA.update({f"rmq-3col-{b}": int(b) for b in args.batch_rows.split(",") if b})
     from rmqcore.spark import local_session, materialize
 
     work = Path(tempfile.mkdtemp(prefix="rmqbench-spark-", dir=args.workdir))
@@ -175,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
             result["materialize"] = materialize_rates(spark, store, file_size)
             print("materialize:", json.dumps(result["materialize"]))
             materialize(spark, store, commitlog_file_size=file_size)
+            shutil.copytree(store, store + "-tail")
+            materialize(spark, store + "-tail", commitlog_file_size=file_size, tail=True)
+            result["writer_rows_per_s"] = writer_rate(spark, work)
+            print(f"writer: {result['writer_rows_per_s'] / 1e3:.0f}k rows/s")
             times = side_by_side(spark, store, pq, args.rows, args.rounds)
             result[args.master] = report(times, args.rows)
             if args.scaling:

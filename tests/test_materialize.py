@@ -258,3 +258,35 @@ def test_tail_copy_follows_the_unsealed_file(tmp_path: Path) -> None:
     drop_copies(store, [e.file for e in load_manifest(store).values()])
     assert list((columnar_dir(store) / "_tail").iterdir()) == []
     assert list(columnar_dir(store).glob("*.parquet")) == []
+
+
+def test_readme_one_liners_read_the_copy(tmp_path: Path) -> None:
+    """README's lines for pyarrow.dataset (always), DuckDB and Polars (when installed)."""
+    import re
+
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    if not readme.is_file():  # the wheel round trip runs a copy of tests/ alone
+        pytest.skip("no README.md beside tests/")
+    text = readme.read_text()
+    block = re.search(r"other engines read the sealed part.*?```python\n(.*?)```", text, re.S)
+    assert block is not None
+    lines = block.group(1).strip().splitlines()
+    assert [ln.split(".")[0] for ln in lines] == ["pyarrow", "duckdb", "polars"]
+    store = tmp_path / "s"
+    _fill(store, 1200)
+    materialize(store)
+    want = _decoded(store, _sealed_end(store))
+    import pyarrow.dataset
+
+    t = eval(lines[0], {"pyarrow": pyarrow, "store_dir": str(store)})  # noqa: S307 - README's own line
+    assert sorted(t.to_pylist(), key=lambda r: r["physical_offset"]) == want
+    per_topic = sorted((t, sum(r["topic"] == t for r in want)) for t in {r["topic"] for r in want})
+    for line in lines[1:]:
+        name = line.split(".")[0]
+        try:
+            mod = __import__(name)
+        except ImportError:
+            continue
+        got = eval(line, {name: mod, "store_dir": str(store)})  # noqa: S307
+        rows = got.fetchall() if name == "duckdb" else got.rows()
+        assert sorted((a, int(b)) for a, b in rows) == per_topic, name
