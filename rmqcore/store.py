@@ -669,8 +669,12 @@ class MessageStore:
 
     def _persist_topics_if_dirty(self) -> None:
         if getattr(self, "_topics_dirty", False):
-            self._topics_dirty = False
-            self._persist_topics()
+            self._topics_dirty = False  # before the snapshot: a topic noted meanwhile is written next time
+            try:
+                self._persist_topics()
+            except BaseException:  # not written (a full disk): the next flush tries again
+                self._topics_dirty = True
+                raise
 
     def _note_topic(self, topic: str, queue_id: int) -> None:
         n = self._topics.get(topic)
