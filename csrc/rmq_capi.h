@@ -37,7 +37,7 @@ extern "C" {
 
 #define RMQ_CAPI_MODULE "rmqcore._native._core"
 #define RMQ_CAPI_CAPSULE RMQ_CAPI_MODULE "._C_API"
-#define RMQ_CAPI_VERSION 1
+#define RMQ_CAPI_VERSION 2
 
 #define RMQ_CAPI_FUNCS(X)                                                                               \
     /* rmq_arrow.h */                                                                                   \
@@ -54,8 +54,8 @@ extern "C" {
     X(rmq_java_hash_utf8) X(rmq_java_hash_ascii) X(rmq_utf8_valid) X(rmq_dispatch_batch)                 \
     X(rmq_dispatch_hinted)                                                                              \
     /* rmq_groupcommit.h */                                                                             \
-    X(rmq_gc_new) X(rmq_gc_free) X(rmq_gc_add_file) X(rmq_gc_request) X(rmq_gc_wait) X(rmq_gc_run)       \
-    X(rmq_gc_stop) X(rmq_gc_durable) X(rmq_gc_flushes) X(rmq_gc_error)                                  \
+    X(rmq_gc_new) X(rmq_gc_free) X(rmq_gc_set_sync) X(rmq_gc_add_file) X(rmq_gc_request) X(rmq_gc_wait) \
+    X(rmq_gc_run) X(rmq_gc_stop) X(rmq_gc_durable) X(rmq_gc_flushes) X(rmq_gc_error)                    \
     /* rmq_hash.h */                                                                                    \
     X(rmq_java_hash_ucs1) X(rmq_java_hash_ucs2) X(rmq_java_hash_ucs4)                                   \
     /* rmq_index.h */                                                                                   \
@@ -142,6 +142,7 @@ static int rmq_capi_import(void)
 #define rmq_dispatch_hinted (rmq_capi->rmq_dispatch_hinted)
 #define rmq_gc_new (rmq_capi->rmq_gc_new)
 #define rmq_gc_free (rmq_capi->rmq_gc_free)
+#define rmq_gc_set_sync (rmq_capi->rmq_gc_set_sync)
 #define rmq_gc_add_file (rmq_capi->rmq_gc_add_file)
 #define rmq_gc_request (rmq_capi->rmq_gc_request)
 #define rmq_gc_wait (rmq_capi->rmq_gc_wait)

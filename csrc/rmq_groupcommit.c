@@ -5,6 +5,7 @@
 
 rmq_gc *rmq_gc_new(const int64_t *live, int64_t durable) { (void)live; (void)durable; return 0; }
 void rmq_gc_free(rmq_gc *g) { (void)g; }
+void rmq_gc_set_sync(rmq_gc *g, rmq_gc_sync_fn fn, void *ctx) { (void)g; (void)fn; (void)ctx; }
 int rmq_gc_add_file(rmq_gc *g, int fd, int64_t f, int64_t s) { (void)g; (void)fd; (void)f; (void)s; return -38; }
 void rmq_gc_request(rmq_gc *g, int64_t o) { (void)g; (void)o; }
 int rmq_gc_wait(rmq_gc *g, int64_t o, int64_t t) { (void)g; (void)o; (void)t; return 0; }
@@ -43,6 +44,8 @@ struct rmq_gc {
     int err, stop, idle;
     gc_file *files;
     size_t nfiles, cap;
+    rmq_gc_sync_fn sync; /* NULL: sync_range */
+    void *sync_ctx;
 };
 
 static int clock_id(void) {
@@ -101,6 +104,13 @@ rmq_gc *rmq_gc_new(const int64_t *live, int64_t durable) {
     g->live = live;
     g->durable = g->wanted = durable;
     return g;
+}
+
+void rmq_gc_set_sync(rmq_gc *g, rmq_gc_sync_fn fn, void *ctx) {
+    pthread_mutex_lock(&g->mu);
+    g->sync = fn;
+    g->sync_ctx = ctx;
+    pthread_mutex_unlock(&g->mu);
 }
 
 void rmq_gc_free(rmq_gc *g) {
@@ -202,10 +212,16 @@ int rmq_gc_run(rmq_gc *g) {
             int64_t h = end - todo[i].from;
             hi[i] = h < todo[i].size ? h : todo[i].size;
         }
+        rmq_gc_sync_fn sync = g->sync;
+        void *sync_ctx = g->sync_ctx;
         pthread_mutex_unlock(&g->mu); /* files are dropped only by this thread: the copies stay valid */
         int err = 0;
         for (size_t i = 0; i < n && !err; i++) {
             if (hi[i] <= lo[i]) continue;
+            if (sync) {
+                err = sync(sync_ctx, todo[i].from, lo[i], hi[i]);
+                continue;
+            }
             while (sync_range(&todo[i], lo[i], hi[i]) != 0) {
                 if (errno != EINTR) { err = errno; break; }
             }

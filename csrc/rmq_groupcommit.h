@@ -23,10 +23,17 @@ extern "C" {
 
 typedef struct rmq_gc rmq_gc;
 
+/* Makes bytes [lo, hi) of the registered file that starts at global offset file_from durable;
+ * returns 0 or an errno. Called by the flusher thread without the service's lock. */
+typedef int (*rmq_gc_sync_fn)(void *ctx, int64_t file_from, int64_t lo, int64_t hi);
+
 /* NULL when out of memory or when threads are unavailable on this platform. */
 rmq_gc *rmq_gc_new(const int64_t *live, int64_t durable);
 /* Only after rmq_gc_run has returned (or was never called): closes the duplicated descriptors. */
 void rmq_gc_free(rmq_gc *g);
+/* Sync through fn(ctx, ...) instead of msync/fdatasync (an injected file layer: fault tests); set
+ * before rmq_gc_run starts. Everything else (batching, the durable offset, the waits) is unchanged. */
+void rmq_gc_set_sync(rmq_gc *g, rmq_gc_sync_fn fn, void *ctx);
 /* 0, or -errno (dup failed, out of memory). Files must be added in offset order. */
 int rmq_gc_add_file(rmq_gc *g, int fd, int64_t file_from, int64_t file_size);
 /* Ask for a flush covering offset; returns at once. */

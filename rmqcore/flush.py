@@ -81,19 +81,21 @@ class GroupCommitService:
     interval, while producers held it) and a producer takes the GIL only to return.
 
     Every CommitLog file is registered with the kernel before the appender writes into it (the
-    CommitLog's ``file_listeners``). An injected file layer (``rmqcore.fileops.use``) selects the
-    pure kernel, which syncs through it, so fault-injection tests see every flush.
+    CommitLog's ``file_listeners``). Under an injected file layer (``rmqcore.fileops.use``) either
+    kernel syncs through it (the kernel's ``sync`` function), so fault-injection tests see every
+    flush of the very kernel a store uses.
     """
 
     def __init__(self, commitlog: Any, timeout_ms: int = 5000, impl: str | None = None) -> None:
         from . import _impl, fileops
 
-        if type(fileops.current()) is not fileops.FileOps:
-            impl = "pure"
         self.timeout_ms = int(timeout_ms)
         self._final = 0  # durable through another flush after stop() (mark_durable)
+        # file_from -> MappedFile, kept only under an injected file layer (whose sync takes the file)
+        self._files: dict[int, Any] | None = None if type(fileops.current()) is fileops.FileOps else {}
+        sync = None if self._files is None else self._sync_injected
         durable = commitlog.flushed_offset
-        self._gc = _impl.kernel("groupcommit", impl).GroupCommit(commitlog._appender.live, durable)
+        self._gc = _impl.kernel("groupcommit", impl).GroupCommit(commitlog._appender.live, durable, sync)
         for mf in list(commitlog.queue.files):
             if mf.file_end_offset > durable:
                 self._add(mf)
@@ -108,7 +110,17 @@ class GroupCommitService:
         self._final = max(self._final, offset)
 
     def _add(self, mf: Any) -> None:
+        if self._files is not None:
+            self._files[mf.file_from_offset] = mf
         self._gc.add_file(mf.fd, mf.file_from_offset, mf.file_size, mf)
+
+    def _sync_injected(self, file_from: int, lo: int, hi: int) -> None:
+        """The kernel's sync under an injected file layer: that layer's fdatasync of the file."""
+        from . import fileops
+
+        assert self._files is not None
+        mf = self._files[file_from]
+        fileops.current().fdatasync(mf.fd, mf)
 
     def request(self, offset: int) -> None:
         """Ask for a flush covering ``offset`` without waiting (GroupCommitRequest of an async put)."""

@@ -12,13 +12,16 @@ served by it. ``request(offset)`` asks without waiting (asynchronous puts).
 Files are registered with ``add_file(fd, file_from, file_size, mapped)`` before anything is written
 into them, in offset order; the service syncs its own duplicate of ``fd`` (closed once the file is
 wholly durable) and never claims durability past the last registered file. This twin syncs through
-``rmqcore.fileops`` (``mapped`` is passed on), so injected file layers see every flush; the native
-twin calls fdatasync itself, with the GIL released.
+``rmqcore.fileops`` (``mapped`` is passed on); the native twin calls msync/fdatasync itself, with the
+GIL released. ``GroupCommit(live, durable, sync)`` makes both call ``sync(file_from, lo, hi)`` instead
+to make bytes ``[lo, hi)`` of the file at ``file_from`` durable (an injected file layer: fault tests),
+and raise what it raises in every waiter.
 """
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .. import fileops
@@ -29,16 +32,20 @@ _BATCH = 16
 
 
 class GroupCommit:
-    def __init__(self, live: Any, durable: int) -> None:
+    def __init__(self, live: Any, durable: int,
+                 sync: Callable[[int, int, int], object] | None = None) -> None:
         if getattr(live, "shape", None) != (1,):
             raise ValueError("live must be a contiguous int64[1] array")
+        if sync is not None and not callable(sync):
+            raise TypeError("sync must be callable or None")
+        self._sync = sync
         self._live = live
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
         self._done = threading.Condition(self._lock)
         self._wanted = self._durable = int(durable)
         self._flushes = 0
-        self._error: Exception | None = None  # a failed flush, raised in every waiter
+        self._error: BaseException | None = None  # a failed flush, raised in every waiter
         self._stop = False
         self._ran = False
         self._files: list[tuple[int, int, int, Any]] = []  # (fd, from, size, mapped)
@@ -84,14 +91,15 @@ class GroupCommit:
         return self._flushes
 
     @property
-    def error(self) -> Exception | None:
+    def error(self) -> BaseException | None:
         return self._error
 
     def run(self) -> bool:
         if self._ran:
             raise RuntimeError("run() may be called once")
         self._ran = True
-        sync = fileops.current().fdatasync
+        fsync = fileops.current().fdatasync
+        hook = self._sync
         with self._lock:
             try:
                 while not self._stop and self._error is None:
@@ -99,13 +107,13 @@ class GroupCommit:
                         self._work.wait()
                         continue
                     end = int(self._live[0])
-                    todo: list[tuple[int, Any]] = []
+                    todo: list[tuple[int, Any, int, int]] = []
                     for fd, start, size, mapped in self._files:
                         if start + size <= self._durable:
                             continue
                         if start >= end or len(todo) == _BATCH:
                             break
-                        todo.append((fd, mapped))
+                        todo.append((fd, mapped, start, size))
                         if len(todo) == _BATCH:
                             end = min(end, start + size)
                     if self._files:
@@ -115,11 +123,17 @@ class GroupCommit:
                     if end <= self._durable or not todo:
                         self._work.wait(0.001)  # nothing written past durable yet
                         continue
+                    durable = self._durable
                     self._lock.release()
                     try:
-                        for fd, mapped in todo:
-                            sync(fd, mapped)
-                    except Exception as e:  # an injected file layer may fail in its own way
+                        for fd, mapped, start, size in todo:
+                            if hook is None:
+                                fsync(fd, mapped)
+                                continue
+                            lo, hi = max(durable - start, 0), min(end - start, size)
+                            if hi > lo:
+                                hook(start, lo, hi)
+                    except BaseException as e:  # an injected file layer (or sync) may fail in its own way
                         self._error = e
                     finally:
                         self._lock.acquire()
