@@ -518,18 +518,27 @@ class IndexService:
             for e in os.scandir(self.directory)
             if e.is_file() and e.name.isascii() and e.name.isdigit()
         )
-        if names and os.path.getsize(self.directory / names[-1]) == 0:
-            # a crash between creating the newest file and sizing it: nothing was ever put there
-            # (MappedFileQueue deletes an empty last file the same way); the index is rebuilt
-            if not self.read_only:
-                os.unlink(self.directory / names[-1])
-            names.pop()
         try:
+            if names and os.path.getsize(self.directory / names[-1]) == 0:
+                # a crash between creating the newest file and sizing it: nothing was ever put there
+                # (MappedFileQueue deletes an empty last file the same way); the index is rebuilt
+                if not self.read_only:
+                    os.unlink(self.directory / names[-1])
+                names.pop()
             for name in names:
-                self._files.append(IndexFile.open(
-                    self.directory / name, self.slot_count, self.max_entries, read_only=self.read_only,
-                    impl=self.impl,
-                ))  # fmt: skip
+                try:
+                    f = IndexFile.open(self.directory / name, self.slot_count, self.max_entries,
+                                       read_only=self.read_only, impl=self.impl)
+                except FileNotFoundError:
+                    if not self.read_only:
+                        raise
+                    # the writer's retention deleted it since the listing (oldest first): the
+                    # files opened before it are gone too
+                    for old in self._files:
+                        old.close()
+                    self._files = []
+                    continue
+                self._files.append(f)
         except BaseException:
             for f in self._files:
                 f.close()

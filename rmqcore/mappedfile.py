@@ -224,18 +224,33 @@ class MappedFileQueue:
                 named.append((off, entry.path))
         named.sort()
         for i, (off, path) in enumerate(named):
-            size = os.path.getsize(path)
-            if size == 0 and i == len(named) - 1:
+            try:
+                size = os.path.getsize(path)
+                if size == 0 and i == len(named) - 1:
+                    if not self.read_only:
+                        os.unlink(path)  # an empty last file is deleted, as RocketMQ does
+                    continue
+                if off % self.file_size != 0:
+                    raise ConfigError(
+                        f"{path}: start offset {off} is not a multiple of the file size {self.file_size}"
+                    )
+                mf = MappedFile(path, off, self.file_size, read_only=self.read_only,
+                                huge_pages=self.huge_pages)
+            except FileNotFoundError:
                 if not self.read_only:
-                    os.unlink(path)  # an empty last file is deleted, as RocketMQ does
+                    raise
+                # the writer's retention deleted it since the listing: it deletes oldest first, so
+                # the files mapped before it are gone too; the queue starts after it
+                self._drop_loaded()
                 continue
-            if off % self.file_size != 0:
-                raise ConfigError(
-                    f"{path}: start offset {off} is not a multiple of the file size {self.file_size}"
-                )
-            mf = MappedFile(path, off, self.file_size, read_only=self.read_only, huge_pages=self.huge_pages)
             mf.wrote_position = mf.flushed_position = self.file_size
             self.files.append(mf)
+
+    def _drop_loaded(self) -> None:
+        """Close and forget the files mapped so far (a read-only load that met a deleted file)."""
+        files, self.files = self.files, []
+        for mf in files:
+            mf.close()
 
     # -- lookup ---------------------------------------------------------------------------------
     def first(self) -> MappedFile | None:
