@@ -291,7 +291,11 @@ class CommitLog:
             elif properties and L.PROPERTY_TAGS in properties:
                 items.append((L.PROPERTY_TAGS, properties[L.PROPERTY_TAGS]))
             s = properties_to_string(items, self.flavour)
-        b = s.encode("utf-8", "surrogatepass")
+        try:
+            b = s.encode("utf-8")
+        except UnicodeEncodeError:  # stored as it is, the same tag or key would not be found again
+            raise InvalidMessageError(
+                "tags, keys and properties must be UTF-8 text: a lone surrogate is not") from None
         if len(b) > L.MAX_PROPERTIES_LEN:
             raise PropertiesTooLargeError(
                 f"properties of {len(b)} UTF-8 bytes exceed {L.MAX_PROPERTIES_LEN} (PROPERTIES_SIZE_EXCEEDED)"

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from . import layout as L
-from .errors import ConfigError
+from .errors import ConfigError, InvalidMessageError
 
 __all__ = ["StoreConfig", "GEOMETRY_FILE", "load_geometry", "save_geometry", "detect_file_size"]
 
@@ -33,7 +35,7 @@ class StoreConfig:
     index_slots: int = L.DEFAULT_INDEX_SLOTS  # maxHashSlotNum
     index_entries: int = L.DEFAULT_INDEX_ENTRIES  # maxIndexNum
     flavour: int = 5  # which RocketMQ's bytes to write: 4 or 5
-    store_host: str = "127.0.0.1:10911"
+    store_host: Any = "127.0.0.1:10911"  # "ip:port", "[v6]:port", (ip, port) or a Host
     max_message_size: int = L.DEFAULT_MAX_MESSAGE_SIZE  # maxMessageSize
     message_index_enable: bool = True  # messageIndexEnable
     max_msgs_num_batch: int = 64  # maxMsgsNumBatch (query by key)
@@ -83,27 +85,72 @@ class StoreConfig:
     clock: Callable[[], int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check_field(self, f.name, f.type)
         if self.flavour not in (4, 5):
             raise ConfigError(f"flavour must be 4 or 5, not {self.flavour!r}")
-        if self.cq_file_size <= 0 or self.cq_file_size % L.CQ_UNIT_SIZE:
+        if self.cq_file_size % L.CQ_UNIT_SIZE:
             raise ConfigError(f"cq_file_size must be a positive multiple of 20, not {self.cq_file_size}")
-        if self.index_slots <= 0 or self.index_entries <= 1:
-            raise ConfigError("index_slots must be > 0 and index_entries > 1")
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
             raise ConfigError(f"flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")
-        if isinstance(self.index_interval_bytes, bool) or not isinstance(self.index_interval_bytes, int) \
-                or self.index_interval_bytes < 0:
-            raise ConfigError(f"index_interval_bytes must be an int >= 0, not {self.index_interval_bytes!r}")
-        if isinstance(self.logics_warm_ahead, bool) or not isinstance(self.logics_warm_ahead, int) \
-                or self.logics_warm_ahead < 0:
-            raise ConfigError(f"logics_warm_ahead must be an int >= 0, not {self.logics_warm_ahead!r}")
-        if not isinstance(self.huge_pages, bool):
-            raise ConfigError(f"huge_pages must be a bool, not {self.huge_pages!r}")
         if self.dispatch not in ("auto", "inline", "background"):
             raise ConfigError(f"dispatch must be 'auto', 'inline' or 'background', not {self.dispatch!r}")
 
     def replace(self, **kw: Any) -> StoreConfig:
+        """A copy with the fields in ``kw`` changed (ConfigError for a name that is no field)."""
+        unknown = sorted(set(kw) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ConfigError(f"unknown setting{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
         return dataclasses.replace(self, **kw)
+
+
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+# the integer knobs' ranges where they are narrower than [0, int64]: the geometry is a Java int in
+# RocketMQ's MessageStoreConfig; a flush interval of 0 would make a flusher spin
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    "commitlog_file_size": (4096, _INT32_MAX),
+    "cq_file_size": (L.CQ_UNIT_SIZE, _INT32_MAX),
+    "index_slots": (1, _INT32_MAX),
+    "index_entries": (2, _INT32_MAX),
+    "max_message_size": (0, _INT32_MAX),
+    "max_msgs_num_batch": (0, _INT32_MAX),
+    "flush_interval_ms": (1, _INT64_MAX),
+    "flush_interval_consume_queue_ms": (1, _INT64_MAX),
+}
+
+
+def _check_field(cfg: StoreConfig, name: str, kind: Any) -> None:
+    """Field ``name`` of ``cfg`` is of its annotated type (an int within its range: numpy integers
+    become ints; a finite real >= 0 for a float; a bool; a str; a callable clock), else ConfigError."""
+    v = getattr(cfg, name)
+    if kind == "int":
+        if isinstance(v, bool):
+            raise ConfigError(f"{name} must be an integer, not {v!r}")
+        v = int_arg(v, name)
+        lo, hi = _INT_RANGES.get(name, (0, _INT64_MAX))
+        if not lo <= v <= hi:
+            raise ConfigError(f"{name} must be in [{lo}, {hi}], not {v}")
+        object.__setattr__(cfg, name, v)
+    elif kind == "float":
+        v = real_arg(v, name)
+        if not 0 <= v < float("inf"):
+            raise ConfigError(f"{name} must be a finite number >= 0, not {v!r}")
+    elif kind == "bool":
+        if not isinstance(v, bool):
+            raise ConfigError(f"{name} must be a bool, not {v!r}")
+    elif name == "store_host":  # what CommitLog takes: "ip:port", "[v6]:port", (ip, port), a Host
+        from .message import parse_host
+
+        try:
+            parse_host(v)
+        except InvalidMessageError as e:
+            raise ConfigError(f"store_host: {e}") from None
+    elif kind == "str":
+        if not isinstance(v, str):
+            raise ConfigError(f"{name} must be a str, not {type(v).__name__}")
+    elif name == "clock" and v is not None and not callable(v):
+        raise ConfigError(f"clock must be a callable returning milliseconds, or None, not {v!r}")
 
 
 def detect_file_size(directory: Path) -> int | None:
@@ -121,14 +168,29 @@ def detect_file_size(directory: Path) -> int | None:
 
 
 def load_geometry(store_dir: Path) -> dict[str, int] | None:
+    """The geometry saved in ``<store>/rmqcore.json`` (None when there is none).
+
+    Raises:
+        ConfigError: the file does not parse, is not a JSON object, or a value is not a JSON integer
+            (``1e400``, ``16384.9``, ``"8192"`` and ``true`` are refused, never rounded).
+    """
     p = store_dir / GEOMETRY_FILE
     if not p.exists():
         return None
     try:
-        data = json.loads(p.read_text())
-        return {k: int(data[k]) for k in GEOMETRY_KEYS if k in data}
-    except (ValueError, TypeError, KeyError) as e:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
         raise ConfigError(f"{p}: unreadable geometry ({e})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: the geometry is not a JSON object")
+    out = {}
+    for k in GEOMETRY_KEYS:
+        if k in data:
+            v = data[k]
+            if type(v) is not int:
+                raise ConfigError(f"{p}: {k} must be a JSON integer, not {json.dumps(v)[:40]}")
+            out[k] = v
+    return out
 
 
 def save_geometry(store_dir: Path, cfg: StoreConfig) -> None:
@@ -144,3 +206,17 @@ def int_arg(value: Any, name: str) -> int:
         return operator.index(value)
     except TypeError:
         raise ConfigError(f"{name} must be an integer, not {type(value).__name__}") from None
+
+
+def real_arg(value: Any, name: str) -> float:
+    """``value`` as a float: an int or a float (numpy's too), never a bool, a str or NaN; anything else
+    raises ConfigError naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ConfigError(f"{name} must be a number, not {type(value).__name__}")
+    try:
+        v = float(value)
+    except OverflowError:  # an int past the float range
+        v = float("inf") if value > 0 else float("-inf")
+    if v != v:
+        raise ConfigError(f"{name} must be a number, not NaN")
+    return v

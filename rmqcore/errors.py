@@ -20,6 +20,7 @@ __all__ = [
     "MessageTooLargeError",
     "StoreClosedError",
     "StoreLockedError",
+    "StoreAccessError",
     "OffsetOutOfRangeError",
     "CorruptionError",
     "BadMagicError",
@@ -68,6 +69,12 @@ class StoreClosedError(RmqError):
 
 class StoreLockedError(RmqError):
     """Another process holds the store's lock."""
+
+
+class StoreAccessError(RmqError, OSError):
+    """The operating system refuses what the open needs (a read-only file system, no permission):
+    nothing was changed; a read-only open (``read_only=True``) may still read the store.
+    ``errno``, ``strerror`` and ``filename`` are the operating system's."""
 
 
 class OffsetOutOfRangeError(RmqError, IndexError):

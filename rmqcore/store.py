@@ -20,6 +20,7 @@ store sees complete records only (it scans to the last valid record at open and 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import os
@@ -39,7 +40,7 @@ from . import layout as L
 from .checkpoint import StoreCheckpoint
 from .columnar.manifest import drop_copies
 from .commitlog import AppendResult, BatchAppendResult, CommitLog, raise_status
-from .config import StoreConfig, detect_file_size, int_arg, load_geometry, save_geometry
+from .config import StoreConfig, detect_file_size, int_arg, load_geometry, real_arg, save_geometry
 from .configfiles import dumps_fastjson, load_with_bak, persist
 from .consumequeue import (
     BOUNDARY_LOWER,
@@ -58,6 +59,7 @@ from .errors import (
     OffsetOutOfRangeError,
     RecoveryCutWarning,
     RmqError,
+    StoreAccessError,
     StoreClosedError,
     StoreLockedError,
 )
@@ -134,9 +136,15 @@ _SELECT_STATUS = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.FOUND, GetStatus.MESSA
 
 
 def _tag_codes(expr: str | None) -> set[int] | None:
-    """SubscriptionData of a tag expression: None means every message ("*" or no filter)."""
+    """SubscriptionData of a tag expression: None means every message ("*" or no filter).
+
+    Raises:
+        ConfigError: ``expr`` is not a str (nor None).
+    """
     if expr is None:
         return None
+    if not isinstance(expr, str):
+        raise ConfigError(f"tag_filter must be a str ('TagA || TagB') or None, not {type(expr).__name__}")
     expr = expr.strip()
     if not expr or expr == "*":
         return None
@@ -160,11 +168,50 @@ def _is_int_text(v: Any) -> bool:
 
 
 def _check_offset_key(group: Any, topic: Any) -> None:
-    """A consumer offset is keyed ``topic@group`` (consumerOffset.json): both str, neither with '@'."""
+    """A consumer offset is keyed ``topic@group`` (consumerOffset.json): both str, neither with '@'
+    nor with a lone surrogate (the file is UTF-8, and a broker could not read the name back)."""
     if not (isinstance(group, str) and isinstance(topic, str)):
         raise ConfigError(f"group and topic must be str, not {type(group).__name__} and {type(topic).__name__}")
     if "@" in topic or "@" in group:
         raise InvalidMessageError("topic and group may not contain '@'")
+    for what, name in (("group", group), ("topic", topic)):
+        if not name.isascii():
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidMessageError(f"the {what} {name!r} is no UTF-8 (a lone surrogate)") from None
+
+
+# what the operating system says when the store's directory or files may not be written (or read)
+_ACCESS_ERRNOS = frozenset((errno.EACCES, errno.EPERM, errno.EROFS))
+
+
+@contextlib.contextmanager
+def _access_refused_is_error(store_dir: Path, read_only: bool) -> Iterator[None]:
+    """Inside the block, an OSError of a refused access (EACCES, EPERM, EROFS) becomes a
+    StoreAccessError naming the store; other errors pass unchanged."""
+    try:
+        yield
+    except OSError as e:
+        if isinstance(e, RmqError) or e.errno not in _ACCESS_ERRNOS:
+            raise
+        how = "read" if read_only else "write"
+        todo = "" if read_only else "; open it with read_only=True to read it"
+        raise StoreAccessError(
+            e.errno, f"cannot open the store {store_dir} to {how} ({e.strerror}){todo}", e.filename) from None
+
+
+def _store_path(store_dir: Any) -> Path:
+    """``store_dir`` as a Path: a str or path-like naming a directory (not a file), without NUL."""
+    try:
+        path = Path(store_dir)
+    except TypeError:
+        raise ConfigError(f"store_dir must be a str or a path, not {type(store_dir).__name__}") from None
+    if "\0" in str(path):
+        raise ConfigError(f"store_dir {str(path)!r} holds a NUL character")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{path} is not a directory (a store is a directory)")
+    return path
 
 
 def _query_args(what: str, topic: Any, key: Any, begin: Any, end: Any, max_num: Any) -> tuple[int, int, int]:
@@ -195,11 +242,22 @@ class MessageStore:
         self, store_dir: str | os.PathLike[str], config: StoreConfig | None = None, *, read_only: bool = False,
         impl: str | None = None, progress: Any = None, **overrides: Any,
     ) -> None:
-        self.store_dir = Path(store_dir)
+        self.store_dir = _store_path(store_dir)
+        if config is not None and not isinstance(config, StoreConfig):
+            raise ConfigError(f"config must be a StoreConfig, not {type(config).__name__}")
+        if impl not in (None, "native", "pure"):
+            raise ConfigError(f"impl must be 'native', 'pure' or None, not {impl!r}")
+        if not isinstance(read_only, bool):
+            raise ConfigError(f"read_only must be a bool, not {read_only!r}")
         self._progress = progress  # progress(done_bytes, total_bytes) during recovery scans
         self.read_only = read_only
         self.impl = impl
-        cfg = config or StoreConfig()
+        self._closed = True  # until the open succeeds
+        with _access_refused_is_error(self.store_dir, read_only):
+            self._init(config or StoreConfig(), overrides)
+
+    def _init(self, cfg: StoreConfig, overrides: dict[str, Any]) -> None:
+        read_only = self.read_only
         saved = load_geometry(self.store_dir)
         geometry: dict[str, Any] = {}
         if saved:
@@ -1066,8 +1124,14 @@ class MessageStore:
             return
 
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
-        """Wait until dispatch has caught up with the CommitLog (background mode)."""
-        deadline = time.monotonic() + timeout
+        """Wait until dispatch has caught up with the CommitLog (background mode); False when it has
+        not within ``timeout`` seconds.
+
+        Raises:
+            ConfigError: ``timeout`` is not a number (an int or a float, not NaN).
+            DiskFullError: the reput thread is waiting out a full disk.
+        """
+        deadline = time.monotonic() + real_arg(timeout, "timeout")
         while self.dispatch_lag > 0:
             if self._reput_error is not None:
                 raise self._reput_error
@@ -1098,7 +1162,18 @@ class MessageStore:
         return cq.max_offset if cq else 0
 
     def read_record_bytes(self, physical_offset: int, size: int) -> bytes:
+        """The ``size`` bytes of CommitLog at ``physical_offset`` (a record as ``GetResult`` names
+        it: its physical offset and size), copied out.
+
+        Raises:
+            ConfigError: an argument is not an integer.
+            OffsetOutOfRangeError: ``size`` is not positive, or the range is not within the written
+                data of one CommitLog file.
+        """
         physical_offset, size = int_arg(physical_offset, "physical_offset"), int_arg(size, "size")
+        self._check_open()
+        if size <= 0:
+            raise OffsetOutOfRangeError(f"a record size must be positive, not {size}")
         mf = self.commitlog.queue.find(physical_offset)
         pos = physical_offset - mf.file_from_offset
         if pos + size > mf.wrote_position:
@@ -1112,11 +1187,14 @@ class MessageStore:
         """DefaultMessageStore.getMessage: pull from ``offset`` with RocketMQ's statuses and next offsets.
 
         Raises:
-            ConfigError: ``offset``, ``max_msgs`` or ``max_bytes`` is not an integer.
+            ConfigError: ``offset``, ``max_msgs`` or ``max_bytes`` is not an integer, or ``tag_filter``
+                is not a str (nor None).
         """
         if not (type(offset) is type(max_msgs) is type(max_bytes) is int):  # the usual case, checked at once
             offset, max_msgs, max_bytes = (int_arg(offset, "offset"), int_arg(max_msgs, "max_msgs"),
                                            int_arg(max_bytes, "max_bytes"))
+        if tag_filter is not None and not isinstance(tag_filter, str):
+            _tag_codes(tag_filter)  # raises ConfigError, whatever the queue's state
         self._caught_up()
         cl = self.commitlog
         cl_max = cl.queue.max_offset()
@@ -1430,11 +1508,15 @@ class MessageStore:
         ``disk_space_clean_forcibly_ratio`` (or the warning ratio) the oldest go regardless of age.
         Past ``disk_space_warning_level_ratio`` the store refuses writes (``DiskFullError``) until a
         later clean finds the disk below it. Returns the deleted CommitLog file paths.
+
+        Raises:
+            ConfigError: ``now_ms`` is not an integer or ``usage_ratio`` not a number; the store is
+                read-only.
         """
         self._check_writable()
         cfg = self.config
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        ratio = self.disk_usage_ratio() if usage_ratio is None else usage_ratio
+        now_ms = int(time.time() * 1000) if now_ms is None else int_arg(now_ms, "now_ms")
+        ratio = self.disk_usage_ratio() if usage_ratio is None else real_arg(usage_ratio, "usage_ratio")
         self._set_disk_full(ratio > cfg.disk_space_warning_level_ratio)
         clean_now = ratio > min(cfg.disk_space_clean_forcibly_ratio, cfg.disk_space_warning_level_ratio)
         hour = time.localtime(now_ms / 1000).tm_hour
@@ -1485,10 +1567,21 @@ class MessageStore:
 
     # -- consumer offsets ---------------------------------------------------------------------------------
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """Record the next offset ``group`` will consume (persisted to config/consumerOffset.json)."""
+        """Record the next offset ``group`` will consume (persisted to config/consumerOffset.json).
+
+        Raises:
+            ConfigError: an argument has the wrong type (str group and topic, integer queue id and
+                offset); the store is read-only.
+            InvalidMessageError: a name with '@' or a lone surrogate, a queue id outside
+                [0, 2**31 - 1] (as ``put`` refuses it), an offset outside int64.
+        """
         self._check_writable()
         _check_offset_key(group, topic)
         queue_id, offset = int_arg(queue_id, "queue_id"), int_arg(offset, "offset")
+        if not 0 <= queue_id <= 0x7FFFFFFF:
+            raise InvalidMessageError(f"queue_id {queue_id} is out of range [0, 2**31 - 1]")
+        if not _I64_MIN <= offset <= _I64_MAX:
+            raise InvalidMessageError(f"offset {offset} is out of the int64 range")
         key = f"{topic}@{group}"
         before = self._offsets.get(key)
         self._offsets[key] = {**(before or {}), queue_id: offset}

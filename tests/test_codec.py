@@ -1387,15 +1387,21 @@ def test_record_batch_bodies_topics_properties(impl) -> None:
 @CROSS
 @given(st.lists(st.text(max_size=40), min_size=1, max_size=8))
 def test_batch_properties_as_str_are_stored_as_their_utf8(impl, texts):
-    """A str properties entry is stored as its UTF-8 (surrogates passed through), byte for byte
-    what the encoded bytes give; ASCII ones are taken without a copy by the native twin."""
-    texts = texts + ["KEYS\x01k-1\x02TAGS\x01A\x02", "\udc80lone surrogate"]
-    as_bytes = [t.encode("utf-8", "surrogatepass") for t in texts]
+    """A str properties entry is stored as its UTF-8, byte for byte what the encoded bytes give;
+    ASCII ones are taken without a copy by the native twin. One with a lone surrogate (no UTF-8
+    text: stored as it is, its key would not be found again) is an InvalidMessageError and nothing
+    is written."""
+    texts = texts + ["KEYS\x01k-1\x02TAGS\x01A\x02", "KEYS\x01\u00e9\U0001f600"]
+    as_bytes = [t.encode("utf-8") for t in texts]
     bodies = [b"b%d" % i for i in range(len(texts))]
     a, b = bytearray(8192), bytearray(8192)
     sa, sb = np.zeros(len(texts), np.int64), np.zeros(len(texts), np.int64)
     assert batch(impl.codec, a, 0, 8192, bodies, texts, sizes_out=sa) == batch(
         impl.codec, b, 0, 8192, bodies, as_bytes, sizes_out=sb)
     assert a == b and list(sa) == list(sb)
+    c = bytearray(8192)
+    with pytest.raises(InvalidMessageError):
+        batch(impl.codec, c, 0, 8192, bodies, texts[:-1] + ["KEYS\x01\udc80lone surrogate"])
+    assert c == bytearray(8192)
     with pytest.raises(TypeError):
         batch(impl.codec, bytearray(8192), 0, 8192, bodies, texts[:-1] + [7])

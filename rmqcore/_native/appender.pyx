@@ -11,7 +11,7 @@ non-ASCII tags, hosts as text) go through the owner's Python helpers, exactly as
 """
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check, PyLong_CheckExact
 from cpython.list cimport PyList_CheckExact
 from cpython.tuple cimport PyTuple_CheckExact
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact, PyUnicode_GET_LENGTH
@@ -634,7 +634,7 @@ cdef class Appender:
                 raise InvalidMessageError("properties too long")
 
         # scalar fields
-        if not PyLong_Check(queue_id):
+        if not PyLong_CheckExact(queue_id):  # as the twin: an int, not a bool (nor another subclass)
             raise InvalidMessageError(f"queue_id must be a non-negative int, not {queue_id!r}")
         _int_field(queue_id, "queue_id", 0, I32_MAX, &x)
         m.queue_id = <int32_t>x
@@ -700,6 +700,8 @@ cdef class Appender:
             m.body = <const unsigned char *>PyBytes_AS_STRING(body)
             m.body_len = PyBytes_GET_SIZE(body)
         elif isinstance(body, (bytearray, memoryview)):
+            if isinstance(body, memoryview) and not body.c_contiguous:
+                body = body.tobytes()  # a strided view: its bytes, copied (the twin does the same)
             PyObject_GetBuffer(body, &bview, PyBUF_SIMPLE)
             has_bview = True
             m.body = <const unsigned char *>bview.buf

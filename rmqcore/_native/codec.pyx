@@ -576,8 +576,8 @@ def encode_batch(
 ):
     """Write a batch (MessageExtBatch) as consecutive records at ``buf[pos:]``, all or nothing.
 
-    Message i gets body ``bodies[i]``, properties ``properties[i]`` (bytes, or a str stored as UTF-8
-    with surrogates passed through), user flag ``flags[i]``
+    Message i gets body ``bodies[i]``, properties ``properties[i]`` (bytes, or a str stored as UTF-8;
+    one with a lone surrogate is an InvalidMessageError), user flag ``flags[i]``
     (or 0 when ``flags`` is None), queue offset ``queue_offset + i`` and physical offset
     ``physical_offset + bytes before it``; reconsume times and prepared offset are 0 (as the broker
     writes batches). ``sizes_out`` (int64 array of at least ``len(bodies)`` or None) receives each
@@ -653,7 +653,11 @@ def encode_batch(
                     bt.props[i] = <const unsigned char *>PyUnicode_DATA(props)
                     bt.props_lens[i] = PyUnicode_GET_LENGTH(props)
                 else:
-                    props = PyUnicode_AsEncodedString(props, "utf-8", "surrogatepass")
+                    try:
+                        props = PyUnicode_AsEncodedString(props, "utf-8", NULL)
+                    except UnicodeEncodeError:
+                        raise InvalidMessageError(
+                            "properties hold a lone surrogate: they are not UTF-8 text") from None
                     _batch_item(&bt, 2 * i + 1, props, &bt.props[i], &bt.props_lens[i])
             elif PyBytes_Check(props) or PyByteArray_Check(props) or isinstance(props, memoryview):
                 _batch_item(&bt, 2 * i + 1, props, &bt.props[i], &bt.props_lens[i])

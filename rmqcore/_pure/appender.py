@@ -350,9 +350,10 @@ class Appender:
             self._topics[topic] = tb
         if not isinstance(body, (bytes, bytearray, memoryview)):
             raise InvalidMessageError(f"body must be bytes-like, not {type(body).__name__}")
-        if len(body) > self.max_message_size:
+        body_len = body.nbytes if isinstance(body, memoryview) else len(body)  # bytes, not items
+        if body_len > self.max_message_size:
             raise MessageTooLargeError(
-                f"body of {len(body)} bytes exceeds the maximum message size {self.max_message_size}"
+                f"body of {body_len} bytes exceeds the maximum message size {self.max_message_size}"
             )
         pb = self._owner._properties_bytes(tags, keys, properties, properties_raw)
         if type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:

@@ -182,6 +182,15 @@ def encode_record(
     return size
 
 
+def _utf8_properties(props: str) -> bytes:
+    """A properties string's UTF-8 (InvalidMessageError for a lone surrogate, which is no text:
+    stored as it is, a reader would not find the key or tag again)."""
+    try:
+        return props.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidMessageError("properties hold a lone surrogate: they are not UTF-8 text") from None
+
+
 def encode_batch(
     buf: Any,
     pos: int,
@@ -205,8 +214,8 @@ def encode_batch(
 ) -> tuple[int, int]:
     """Write a batch (MessageExtBatch) as consecutive records at ``buf[pos:]``, all or nothing.
 
-    Message i gets body ``bodies[i]``, properties ``properties[i]`` (bytes, or a str stored as UTF-8
-    with surrogates passed through), user flag ``flags[i]``
+    Message i gets body ``bodies[i]``, properties ``properties[i]`` (bytes, or a str stored as UTF-8;
+    one with a lone surrogate is an InvalidMessageError), user flag ``flags[i]``
     (or 0 when ``flags`` is None), queue offset ``queue_offset + i`` and physical offset
     ``physical_offset + bytes before it``; reconsume times and prepared offset are 0 (as the broker
     writes batches). ``sizes_out`` (int64 array of at least ``len(bodies)`` or None) receives each
@@ -226,8 +235,8 @@ def encode_batch(
     for i in range(n):
         body = bodies[i]
         props = properties[i]
-        if isinstance(props, str):  # a properties string: stored as UTF-8 (surrogates passed through)
-            props = props.encode("utf-8", "surrogatepass")
+        if isinstance(props, str):  # a properties string: stored as UTF-8
+            props = _utf8_properties(props)
         if not isinstance(body, (bytes, bytearray, memoryview)) or not isinstance(
             props, (bytes, bytearray, memoryview)
         ):
