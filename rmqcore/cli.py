@@ -34,6 +34,7 @@ from .errors import (
     ConfigError,
     CorruptionError,
     InvalidMessageError,
+    MissingCodecError,
     OffsetOutOfRangeError,
     RmqError,
     StoreLockedError,
@@ -879,6 +880,9 @@ def run(args: argparse.Namespace) -> int:
             _say_error(str(e), "`rmqcore verify STORE_DIR` reports every problem; "
                                "`rmqcore recover STORE_DIR` cuts a torn tail")
         return EXIT_PROBLEM
+    except MissingCodecError as e:  # a compressed body or batch: not corruption, a missing package
+        _say_error(str(e), "pip install 'rmqcore[kafka]', then run the command again")
+        return EXIT_USAGE
     except ConfigError as e:
         _say_error(str(e), "check --commitlog-file-size, --cq-file-size, --index-slots and --index-entries "
                            "against the broker's settings (they default to rmqcore.json, then the files)")

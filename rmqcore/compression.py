@@ -31,7 +31,8 @@ def _cramjam() -> Any:  # the optional codec module (pip install rmqcore[kafka])
         import cramjam
     except ImportError:
         raise MissingCodecError(
-            "this body is LZ4/ZSTD compressed; install the codecs with: pip install rmqcore[kafka]"
+            "this body is LZ4/ZSTD compressed and its codec (cramjam) is not installed: "
+            "install rmqcore[kafka]"
         ) from None
     return cramjam
 

@@ -16,8 +16,10 @@
   (LogSegment.translateOffset across segments; nulls when none); ``--timestamp MS`` prints
   ``{"timestamp", "offset"}`` (findOffsetByTimestamp; nulls when none).
 
-Exit status: 0 success, 1 corrupt data (message on stderr with path and offset), 2 usage errors;
-errors are one line, ``rmqcore: error: <what happened>; <what to do>`` (see :mod:`rmqcore.cli`).
+Exit status: 0 success, 1 corrupt data (message on stderr with path and offset), 2 usage errors and a
+compressed batch whose codec is not installed (``pip install 'rmqcore[kafka]'``); ``dump`` shows every
+batch it can before reporting. Errors are one line, ``rmqcore: error: <what happened>; <what to do>``
+(see :mod:`rmqcore.cli`): the first problem met, and how many more there were.
 The lead's ``rmqcore`` command mounts this through :func:`register`; ``python -m rmqcore.kafka.cli``
 runs it standalone through :func:`main`.
 """
@@ -29,9 +31,9 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
-from rmqcore.errors import RmqError
+from rmqcore.errors import MissingCodecError, RmqError
 
 from .log import KafkaLog
 from .records import Record, RecordBatch, read_batch
@@ -89,13 +91,33 @@ def _text_kv(v: str | None) -> str:
     return "null" if v is None else v
 
 
-def _dump_segment(seg: LogSegment, out: _Out, errors: list[str]) -> None:
+class _Problem(NamedTuple):
+    """What ``dump`` met: one stderr line for the first of them, and the exit status."""
+
+    what: str
+    todo: str
+    code: int
+
+
+_CORRUPT_TODO = "Kafka's recovery would truncate the segment there; the data before it is readable"
+_CODEC_TODO = "pip install 'rmqcore[kafka]', then run the command again"
+
+
+def _corrupt(what: str) -> _Problem:
+    return _Problem(f"corrupt data: {what}", _CORRUPT_TODO, 1)
+
+
+def _codec_missing(e: MissingCodecError, where: str) -> _Problem:
+    return _Problem(f"{e} ({where})", _CODEC_TODO, 2)
+
+
+def _dump_segment(seg: LogSegment, out: _Out, errors: list[_Problem]) -> None:
     if not out.json:
         out.stream.write(f"Dumping {seg.log.path} (base offset {seg.base_offset}, {seg.size} bytes)\n")
     hdrs, stop, status = seg.batch_headers(0, crc_mode=0)
     buf = seg.log.view()
     for h in hdrs:
-        b = read_batch(buf, h.position, h.size, h.magic, seg._impl)
+        b = read_batch(buf, h.position, h.size, h.magic, seg._impl, str(seg.log.path))
         records: list[Record] | None
         try:
             records = b.records()
@@ -111,9 +133,11 @@ def _dump_segment(seg: LogSegment, out: _Out, errors: list[str]) -> None:
             f"crcValid: {str(b.crc_valid).lower()} compression: {b.compression} "
             f"count: {'null' if obj['record_count'] is None else obj['record_count']}",
         )
+        if isinstance(rec_err, MissingCodecError):  # not corruption: the optional codec is missing
+            errors.append(_codec_missing(rec_err, f"{seg.log.path}, offset {b.position}"))
+            continue
         if rec_err is not None:
-            detail = getattr(rec_err, "detail", str(rec_err))
-            errors.append(f"{detail} ({seg.log.path}, offset {b.position})")
+            errors.append(_corrupt(str(rec_err)))
             continue
         for r in records or ():
             key, value = bytes_to_json(r.key), bytes_to_json(r.value)
@@ -126,11 +150,11 @@ def _dump_segment(seg: LogSegment, out: _Out, errors: list[str]) -> None:
         try:
             seg._raise(status, buf, stop)
         except RmqError as err:
-            errors.append(str(err))
+            errors.append(_corrupt(str(err)))
     elif stop < seg.size:
-        errors.append(
+        errors.append(_corrupt(
             f"{seg.size - stop} bytes at the end do not form a complete batch ({seg.log.path}, offset {stop})"
-        )
+        ))
     del buf
     if not out.json:
         out.stream.write(f"Dumping {seg.offset_index.path} ({seg.offset_index.entries} entries)\n")
@@ -153,9 +177,6 @@ def _dump_segment(seg: LogSegment, out: _Out, errors: list[str]) -> None:
         )
 
 
-_CORRUPT_TODO = "Kafka's recovery would truncate the segment there; the data before it is readable"
-
-
 def _error(what: str, todo: str) -> None:
     sys.stderr.write(f"rmqcore: error: {what}; {todo}\n")
 
@@ -175,16 +196,20 @@ def cmd_dump(args: argparse.Namespace) -> int:
     if isinstance(log, int):
         return log
     out = _Out(sys.stdout, args.json)
-    errors: list[str] = []
+    errors: list[_Problem] = []
     try:
         for seg in log.segments:
             _dump_segment(seg, out, errors)
     finally:
         log.close()
     sys.stdout.flush()
-    for e in errors:
-        _error(f"corrupt data: {e}", _CORRUPT_TODO)
-    return 1 if errors else 0
+    if not errors:
+        return 0
+    first = errors[0]  # one line: the first problem, and how many more there were
+    n = len(errors) - 1
+    more = f" (and {n} more problem{'s' if n > 1 else ''} after it)" if n else ""
+    _error(first.what + more, first.todo)
+    return first.code
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
@@ -213,6 +238,9 @@ def cmd_lookup(args: argparse.Namespace) -> int:
             else:
                 obj = {"timestamp": r.timestamp, "offset": r.offset}
                 text = f"timestamp {args.timestamp}: offset {r.offset} (record timestamp {r.timestamp})"
+    except MissingCodecError as e:
+        _error(str(e), _CODEC_TODO)
+        return 2
     except RmqError as e:
         _error(f"corrupt data: {e}", _CORRUPT_TODO)
         return 1

@@ -12,7 +12,7 @@
 | 4  | zstd   | a standard zstd frame (v2 batches only)                                          |
 
 snappy, lz4 and zstd need the ``cramjam`` package; without it :class:`~rmqcore.errors.MissingCodecError`
-says ``pip install rmqcore[kafka]``. A payload that does not decompress raises
+says ``install rmqcore[kafka]``. A payload that does not decompress raises
 :class:`~rmqcore.errors.CorruptionError`.
 """
 
@@ -59,8 +59,8 @@ def _cramjam(codec: str) -> Any:
         import cramjam
     except ImportError:
         raise MissingCodecError(
-            f"this Kafka batch is {codec}-compressed and the codec is not installed: "
-            "pip install rmqcore[kafka]"
+            f"this Kafka batch is {codec}-compressed and its codec (cramjam) is not installed: "
+            "install rmqcore[kafka]"
         ) from None
     mod: ModuleType = cramjam
     return mod

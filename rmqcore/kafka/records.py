@@ -135,13 +135,16 @@ def _wrap64(v: int) -> int:
 class RecordBatch:
     """Common interface of a v2 batch and a legacy message (Kafka's ``RecordBatch``)."""
 
-    __slots__ = ("data", "position", "_k")
+    __slots__ = ("data", "position", "path", "_k")
 
     magic: int
 
-    def __init__(self, data: bytes, position: int = 0, impl: str | None = None) -> None:
+    def __init__(
+        self, data: bytes, position: int = 0, impl: str | None = None, path: str | None = None
+    ) -> None:
         self.data = data
         self.position = position
+        self.path = path  # the file the batch was read from (None: a bare buffer); errors name it
         self._k: Kernels = kernels(impl)
 
     @property
@@ -164,6 +167,7 @@ class RecordBatch:
             err = ChecksumError(
                 f"Record is corrupt (stored crc = {self.crc}, computed crc = {self.computed_crc()})",
                 self.position,
+                self.path,
             )
             err.expected = self.crc  # type: ignore[attr-defined]
             err.actual = self.computed_crc()  # type: ignore[attr-defined]
@@ -222,13 +226,16 @@ class DefaultRecordBatch(RecordBatch):
         "_records",
     )
 
-    def __init__(self, data: bytes, position: int = 0, impl: str | None = None) -> None:
-        super().__init__(data, position, impl)
+    def __init__(
+        self, data: bytes, position: int = 0, impl: str | None = None, path: str | None = None
+    ) -> None:
+        super().__init__(data, position, impl, path)
         if len(data) < RECORD_BATCH_OVERHEAD:
             raise CorruptionError(
                 f"Record batch is corrupt (the size {len(data)} is smaller than the minimum allowed "
                 f"overhead {RECORD_BATCH_OVERHEAD})",
                 position,
+                path,
             )
         (
             self.base_offset,
@@ -295,7 +302,7 @@ class DefaultRecordBatch(RecordBatch):
                 start = 0
             parsed = self._k.batch.parse_records(raw, start, len(raw), self.count)
         except CorruptionError as e:
-            raise e.at(e.path, self.position) from None
+            raise e.at(self.path, self.position) from None
         base = self.base_offset
         log_append = bool(self.attributes & ATTR_TIMESTAMP_TYPE)
         base_ts = self.base_timestamp
@@ -324,7 +331,7 @@ class DefaultRecordBatch(RecordBatch):
             return None
         recs = self.records()
         if not recs or recs[0].key is None or len(recs[0].key) < 4:
-            raise CorruptionError("control record without a valid key", self.position)
+            raise CorruptionError("control record without a valid key", self.position, self.path)
         t = struct.unpack_from(">h", recs[0].key, 2)[0]
         return CONTROL_TYPES.get(t, f"UNKNOWN({t})")
 
@@ -334,10 +341,12 @@ class LegacyRecordBatch(RecordBatch):
 
     __slots__ = ("offset", "crc", "magic", "attributes", "timestamp", "key", "value", "_records")
 
-    def __init__(self, data: bytes, position: int = 0, impl: str | None = None) -> None:
-        super().__init__(data, position, impl)
+    def __init__(
+        self, data: bytes, position: int = 0, impl: str | None = None, path: str | None = None
+    ) -> None:
+        super().__init__(data, position, impl, path)
         self.offset, _size, self.crc, self.magic, self.attributes = _LEGACY_HEADER.unpack_from(data, 0)
-        self.timestamp, self.key, self.value = _legacy_body(data, 0, len(data), self.magic, position)
+        self.timestamp, self.key, self.value = _legacy_body(data, 0, len(data), self.magic, position, path)
         self._records: list[Record] | None = None
 
     partition_leader_epoch = NO_PARTITION_LEADER_EPOCH
@@ -388,29 +397,34 @@ class LegacyRecordBatch(RecordBatch):
             self._records = [Record(self.offset, self.timestamp, self.key, self.value, (), len(self.data))]
             return self._records
         if self.value is None:
-            raise CorruptionError("Found invalid compressed record set with null value", self.position)
+            raise CorruptionError(
+                "Found invalid compressed record set with null value", self.position, self.path)
         try:
             raw = compression.decompress(codec, self.value, self.magic)
         except CorruptionError as e:
-            raise e.at(e.path, self.position) from None
+            raise e.at(self.path, self.position) from None
         inner = []
         pos = 0
         n = len(raw)
         while pos < n:
             if n - pos < LOG_OVERHEAD:
-                raise CorruptionError("inner message header runs past the end of the wrapper", self.position)
+                raise CorruptionError(
+                    "inner message header runs past the end of the wrapper", self.position, self.path)
             off, size = struct.unpack_from(">qi", raw, pos)
             if size < 14 or size > n - pos - LOG_OVERHEAD:
-                raise CorruptionError(f"inner message of size {size} does not fit the wrapper", self.position)
+                raise CorruptionError(
+                    f"inner message of size {size} does not fit the wrapper", self.position, self.path)
             end = pos + LOG_OVERHEAD + size
             magic = raw[pos + 16]
             if magic != self.magic:
                 raise CorruptionError(
-                    f"inner message magic {magic} differs from the wrapper's {self.magic}", self.position
+                    f"inner message magic {magic} differs from the wrapper's {self.magic}",
+                    self.position,
+                    self.path,
                 )
             if raw[pos + 17] & ATTR_COMPRESSION_MASK:
-                raise CorruptionError("Compressed messages must not be nested", self.position)
-            ts, key, value = _legacy_body(raw, pos, end, magic, self.position)
+                raise CorruptionError("Compressed messages must not be nested", self.position, self.path)
+            ts, key, value = _legacy_body(raw, pos, end, magic, self.position, self.path)
             inner.append((off, ts, key, value, end - pos))
             pos = end
         if self.magic > 0 and inner:
@@ -426,36 +440,39 @@ class LegacyRecordBatch(RecordBatch):
 
 
 def _legacy_body(
-    data: bytes, pos: int, end: int, magic: int, where: int
+    data: bytes, pos: int, end: int, magic: int, where: int, path: str | None
 ) -> tuple[int, bytes | None, bytes | None]:
     """(timestamp, key, value) of the legacy message at ``pos`` (``end`` = its end)."""
     p = pos + 18
     if magic == 1:
         if end - p < 8:
-            raise CorruptionError("legacy message too short for its timestamp", where)
+            raise CorruptionError("legacy message too short for its timestamp", where, path)
         ts = _BE64.unpack_from(data, p)[0]
         p += 8
     elif magic == 0:
         ts = NO_TIMESTAMP
     else:
-        raise CorruptionError(f"invalid legacy magic {magic}", where)
+        raise CorruptionError(f"invalid legacy magic {magic}", where, path)
     fields: list[bytes | None] = []
     for what in ("key", "value"):
         if end - p < 4:
-            raise CorruptionError(f"legacy message too short for its {what} length", where)
+            raise CorruptionError(f"legacy message too short for its {what} length", where, path)
         n = _BE32.unpack_from(data, p)[0]
         p += 4
         if n < 0:
             fields.append(None)
             continue
         if n > end - p:
-            raise RecordSizeError(f"legacy message {what} of {n} bytes runs past the message end", where)
+            raise RecordSizeError(
+                f"legacy message {what} of {n} bytes runs past the message end", where, path)
         fields.append(bytes(data[p : p + n]))
         p += n
     return ts, fields[0], fields[1]
 
 
-def read_batch(buf: Any, position: int, size: int, magic: int, impl: str | None = None) -> RecordBatch:
+def read_batch(
+    buf: Any, position: int, size: int, magic: int, impl: str | None = None, path: str | None = None
+) -> RecordBatch:
     """Copy the batch at ``[position, position + size)`` out of ``buf`` and parse its header.
 
     ``size`` and ``magic`` come from a kernel header walk (so they are already validated).
@@ -465,8 +482,8 @@ def read_batch(buf: Any, position: int, size: int, magic: int, impl: str | None 
     """
     data = bytes(buf[position : position + size])
     if magic >= 2:
-        return DefaultRecordBatch(data, position, impl)
-    return LegacyRecordBatch(data, position, impl)
+        return DefaultRecordBatch(data, position, impl, path)
+    return LegacyRecordBatch(data, position, impl, path)
 
 
 # ---------------------------------------------------------------------------------------------------

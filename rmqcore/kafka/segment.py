@@ -430,7 +430,7 @@ class LogSegment:
             buf = self.log.view()
             hdrs, stop, st = self._k.batch.batch_headers(buf, pos, self.log.size, 0, 256)
             for h in hdrs:
-                yield read_batch(buf, h[0], h[1], h[2], self._impl)
+                yield read_batch(buf, h[0], h[1], h[2], self._impl, str(self.log.path))
             if st < 0 and strict:
                 self._raise(st, buf, stop)
             if st != self._k.batch.OK or not hdrs:
@@ -498,7 +498,7 @@ class LogSegment:
                 self._raise(st, buf, p)
             if st != self._k.batch.OK:
                 return None
-            batch = read_batch(buf, p, bsize, buf[p + 16], self._impl)
+            batch = read_batch(buf, p, bsize, buf[p + 16], self._impl, str(self.log.path))
             try:
                 recs = batch.records()
             except CorruptionError as e:

@@ -255,3 +255,70 @@ def test_register_mounts_under_a_parent_parser(capsys: pytest.CaptureFixture[str
     with pytest.raises(SystemExit) as ei:
         parser.parse_args(["kafka"])
     assert ei.value.code == 2
+
+
+def test_dump_without_the_codec_shows_every_batch_and_asks_for_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snappy/lz4/zstd batch without cramjam is no corruption: exit 2, one line saying what to
+    install; every batch header and every record that decodes is still printed (it was "corrupt
+    data", exit 1, one line per batch)."""
+    monkeypatch.setitem(sys.modules, "cramjam", None)  # `import cramjam` raises ImportError
+    d = FIXTURES / "kafka/v2_compression_codecs"
+    rc, out, err = run_main(["dump", str(d), "--json"], capsys)
+    lines = [json.loads(x) for x in out.splitlines()]
+    batches = [x for x in lines if x["type"] == "batch"]
+    assert rc == 2 and len(batches) == 50  # every batch of the manifest
+    assert [b["compression"] for b in batches[:5]] == ["none", "gzip", "snappy", "lz4", "zstd"]
+    # the records of the batches before the first one that needs cramjam (none, gzip) are there
+    first_records = [x["offset"] for x in lines[: lines.index(batches[2])] if x["type"] == "record"]
+    assert first_records == list(range(batches[2]["base_offset"]))
+    assert err.count("\n") == 1 and err.startswith("rmqcore: error: ")
+    assert "install rmqcore[kafka]" in err and "corrupt" not in err
+    assert f"offset {batches[2]['position']})" in err and "more problems after it" in err
+    rc, out, err = run_main(["lookup", str(d), "--timestamp", "1700000000240"], capsys)  # in the lz4 batch
+    assert (rc, out) == (2, "") and err.count("\n") == 1 and "install rmqcore[kafka]" in err
+
+
+def test_dump_reports_several_problems_in_one_line(
+    tmp_path: Path, kx: SimpleNamespace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A batch whose records do not parse and a torn tail: the first problem, and how many more
+    (it printed one error line for each)."""
+    d = kx.copy_dir(FIXTURES / "kafka/v2_transactions", tmp_path / "t-0")
+    p = d / "00000000000000000000.log"
+    data = bytearray(p.read_bytes())
+    data[60] ^= 0x07  # batch 0's record count: its records no longer parse
+    p.write_bytes(bytes(data[:-5]))
+    rc, out, err = run_main(["dump", str(d)], capsys)
+    assert rc == 1 and err.count("\n") == 1
+    assert err.startswith("rmqcore: error: corrupt data: Found invalid record structure")
+    assert f"({p}, offset 0)" in err
+    assert "(and 1 more problem after it)" in err
+    assert out.count("batch position: ") == 31
+
+
+def test_corruption_errors_of_a_segment_name_the_file_and_the_batch(
+    tmp_path: Path, kx: SimpleNamespace, impl: SimpleNamespace
+) -> None:
+    """Records decoded from a segment's batches report the segment file and the batch position (a
+    CorruptionError from RecordBatch.records() had path=None)."""
+    from rmqcore.errors import CorruptionError
+    from rmqcore.kafka.log import KafkaLog
+
+    d = kx.copy_dir(FIXTURES / "kafka/v2_transactions", tmp_path / "t-0")
+    p = d / "00000000000000000000.log"
+    data = bytearray(p.read_bytes())
+    data[220 + 60] ^= 0x07  # the record count of the batch at 220
+    p.write_bytes(bytes(data))
+    log = KafkaLog(d, impl=impl.name)
+    try:
+        batches = list(log.segments[0].batches())
+        assert batches[1].position == 220
+        with pytest.raises(CorruptionError) as ei:
+            batches[1].records()
+        assert (ei.value.path, ei.value.position) == (str(p), 220) and str(p) in str(ei.value)
+        assert batches[1].path == str(p)
+        assert len(batches[0].records()) > 0
+    finally:
+        log.close()
