@@ -9,7 +9,14 @@ from types import SimpleNamespace
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from rmqcore.store import GetStatus, MessageStore
 
@@ -22,7 +29,9 @@ GEOM = dict(commitlog_file_size=8192, cq_file_size=CQ_UNITS * 20, index_slots=7,
 
 
 class StoreMachine(RuleBasedStateMachine):
-    impl = "native"
+    def __init__(self, impl: str) -> None:
+        super().__init__()
+        self.impl = impl
 
     @initialize()
     def setup(self) -> None:
@@ -152,8 +161,10 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 def test_store_state_machine(impl: SimpleNamespace) -> None:
-    StoreMachine.impl = impl.name
-    runner = StoreMachine.TestCase
-    runner.settings = settings(max_examples=25 if impl.name == "pure" else 40, stateful_step_count=35,
-                               deadline=None)
-    runner().runTest()
+    """Once per implementation through the ``impl`` fixture: the native run fails (never skips) when
+    the extension is missing, and each run builds its own machines (no class attribute changes)."""
+    run_state_machine_as_test(
+        lambda: StoreMachine(impl.name),
+        settings=settings(max_examples=25 if impl.name == "pure" else 40, stateful_step_count=35,
+                          deadline=None),
+    )
