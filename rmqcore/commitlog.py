@@ -31,7 +31,7 @@ from .errors import (
     PropertiesTooLargeError,
     StoreClosedError,
 )
-from .config import int_arg
+from .config import bool_arg, int_arg
 from .mappedfile import MappedFile, MappedFileQueue
 from .message import (
     MessageExt,
@@ -270,6 +270,9 @@ class CommitLog:
         self, tags: str | None, keys: str | Sequence[str] | None, properties: Mapping[str, str] | None,
         properties_raw: str | None,
     ) -> bytes:
+        if properties is not None and not isinstance(properties, Mapping):
+            raise InvalidMessageError(
+                f"properties must be a mapping of str to str, not {type(properties).__name__}")
         if properties_raw is not None:
             if tags is not None or keys is not None or properties:
                 raise InvalidMessageError("properties_raw excludes tags, keys and properties")
@@ -411,6 +414,16 @@ class CommitLog:
         # each body's length is checked against max_message_size by the appender (in C: a Python
         # max(map(len, bodies)) here cost ~29 ns a message, a fifth of a batched put)
         blist = bodies if type(bodies) is list else list(bodies)
+        for name, value in (("properties_raw", properties_raw), ("flags", flags)):
+            if value is not None and (isinstance(value, (str, bytes, bytearray, memoryview))
+                                      or not isinstance(value, Sequence)):
+                raise InvalidMessageError(f"{name} needs one entry per body, not {type(value).__name__}")
+        if (properties is not None and not isinstance(properties, (Mapping, Sequence))) or isinstance(
+                properties, (str, bytes, bytearray, memoryview)):
+            raise InvalidMessageError(
+                f"properties must be a mapping, or one mapping per body, not {type(properties).__name__}")
+        if not isinstance(sys_flag, int) or not -(2**31) <= sys_flag < 2**31:  # as put's sys_flag
+            raise InvalidMessageError(f"sys_flag must be an int32, not {sys_flag!r}")
         if properties_raw is not None:
             if properties is not None or tags is not None or keys is not None or len(properties_raw) != n:
                 raise InvalidMessageError(
@@ -492,6 +505,7 @@ class CommitLog:
         """
         self._check_open()
         offset = int_arg(offset, "offset")
+        verify_crc = bool_arg(verify_crc, "verify_crc")
         if offset < self.min_offset or offset >= self.max_offset:
             raise OffsetOutOfRangeError(f"offset {offset} outside [{self.min_offset}, {self.max_offset})")
         mf = self.queue.find(offset)
@@ -510,6 +524,10 @@ class CommitLog:
         offset that fails; ConfigError when an offset is not an integer (checked only once the
         walk stumbles on one: a pull's offsets are ints, and this is its read path)."""
         self._check_open()
+        verify_crc = bool_arg(verify_crc, "verify_crc")
+        if type(offsets) is not list and (isinstance(offsets, (str, bytes, bytearray, Mapping))
+                                          or not isinstance(offsets, Sequence)):
+            raise ConfigError(f"offsets must be a sequence of integers, not {type(offsets).__name__}")
         try:
             return self._read_many(offsets, verify_crc)
         except TypeError:
@@ -552,6 +570,7 @@ class CommitLog:
         """
         self._check_open()
         offset = self.min_offset if from_offset is None else int_arg(from_offset, "from_offset")
+        verify_crc = bool_arg(verify_crc, "verify_crc")
         decode = self._codec.decode_record
         peek = self._codec.peek_record
         for mf in self.queue:
@@ -592,6 +611,7 @@ class CommitLog:
         """
         self._check_open()
         offset, max_records = int_arg(offset, "offset"), int_arg(max_records, "max_records")
+        verify_crc = bool_arg(verify_crc, "verify_crc")
         if max_records < 1:
             raise ConfigError(f"max_records must be >= 1, not {max_records}")
         mf = self.queue.find(offset)

@@ -208,6 +208,34 @@ def int_arg(value: Any, name: str) -> int:
         raise ConfigError(f"{name} must be an integer, not {type(value).__name__}") from None
 
 
+def path_arg(value: Any, name: str) -> Path:
+    """``value`` (a str or path-like) as a Path; ConfigError naming ``name`` for anything else or a
+    path holding a NUL character."""
+    try:
+        path = Path(value)
+    except TypeError:
+        raise ConfigError(f"{name} must be a str or a path, not {type(value).__name__}") from None
+    if "\0" in str(path):
+        raise ConfigError(f"{name} {str(path)!r} holds a NUL character")
+    return path
+
+
+def bound_arg(value: Any, name: str) -> int:
+    """``value`` as an int clamped to int64 (a bound or a count: past int64 is the same as no bound);
+    ConfigError naming ``name`` when it is no integer."""
+    return min(max(int_arg(value, name), -(2**63)), 2**63 - 1)
+
+
+def bool_arg(value: Any, name: str) -> bool:
+    """``value``'s truth (a flag): ConfigError naming ``name`` when it has none (a numpy array)."""
+    if value is True or value is False:
+        return value
+    try:
+        return bool(value)
+    except Exception:  # numpy's ValueError for an array, or a __bool__ of the caller's that raises
+        raise ConfigError(f"{name} must be a bool, not {type(value).__name__}") from None
+
+
 def real_arg(value: Any, name: str) -> float:
     """``value`` as a float: an int or a float (numpy's too), never a bool, a str or NaN; anything else
     raises ConfigError naming ``name``."""

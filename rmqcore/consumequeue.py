@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from . import layout as L
+from .config import int_arg
 from .errors import ConfigError, InvalidTopicError
 from .mappedfile import MappedFile, MappedFileQueue
 
@@ -77,13 +78,19 @@ def put_grouped(queue_of: Callable[[int], ConsumeQueue], keys: np.ndarray, phys:
 def check_topic_dir(topic: object) -> None:
     """A topic names a directory, ``consumequeue/<topic>/``: a str that is one path component
     (not empty, ``.`` or ``..``, no ``/``, ``\\`` or NUL), so that no topic, from an argument or
-    from a record in a file, reaches outside the store.
+    from a record in a file, reaches outside the store; and UTF-8 text (no lone surrogate), as the
+    topic of a record and a broker's directory name are.
 
     Raises:
         InvalidTopicError: it is not.
     """
     if not isinstance(topic, str) or topic in ("", ".", "..") or any(c in topic for c in "/\\\0"):
         raise InvalidTopicError(f"topic {topic!r} cannot name a consume-queue directory")
+    if not topic.isascii():
+        try:
+            topic.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidTopicError(f"topic {topic!r} is no UTF-8 (a lone surrogate)") from None
 
 
 class ConsumeQueue:
@@ -164,7 +171,12 @@ class ConsumeQueue:
         return mf, byte - mf.file_from_offset
 
     def get(self, queue_offset: int) -> tuple[int, int, int] | None:
-        """The unit at ``queue_offset`` as (physical offset, size, tags code), None if absent."""
+        """The unit at ``queue_offset`` as (physical offset, size, tags code), None if absent.
+
+        Raises:
+            ConfigError: ``queue_offset`` is not an integer.
+        """
+        queue_offset = int_arg(queue_offset, "queue_offset")
         loc = self._file_for(queue_offset)
         if loc is None or queue_offset < self.min_offset:
             return None
@@ -173,7 +185,12 @@ class ConsumeQueue:
 
     def units(self, queue_offset: int, max_units: int) -> np.ndarray:
         """Up to ``max_units`` units from ``queue_offset``, within one file (as getMessage reads),
-        as a structured numpy array (fields offset, size, tags) copied out of the map."""
+        as a structured numpy array (fields offset, size, tags) copied out of the map.
+
+        Raises:
+            ConfigError: an argument is not an integer.
+        """
+        queue_offset, max_units = int_arg(queue_offset, "queue_offset"), int_arg(max_units, "max_units")
         span = self.unit_span(queue_offset, max_units)
         if span is None:
             return np.empty(0, dtype=_UNIT_DTYPE)
@@ -205,7 +222,12 @@ class ConsumeQueue:
 
     def first_at_or_after(self, physical_offset: int) -> int:
         """The first queue offset (>= min offset) whose unit's record starts at or after
-        ``physical_offset``; ``max_offset`` when none. Binary search over the mapped units, no copy."""
+        ``physical_offset``; ``max_offset`` when none. Binary search over the mapped units, no copy.
+
+        Raises:
+            ConfigError: ``physical_offset`` is not an integer.
+        """
+        physical_offset = int_arg(physical_offset, "physical_offset")
         unpack = _UNIT.unpack_from
         lo_global = self.min_logic_offset
         for mf in self.queue.files:

@@ -18,6 +18,8 @@ __all__ = [
     "InvalidTopicError",
     "PropertiesTooLargeError",
     "MessageTooLargeError",
+    "ReadOnlyError",
+    "DirectoryNotFoundError",
     "StoreClosedError",
     "StoreLockedError",
     "StoreAccessError",
@@ -61,6 +63,14 @@ class PropertiesTooLargeError(InvalidMessageError):
 
 class MessageTooLargeError(InvalidMessageError):
     """The body exceeds the store's maximum message size (RocketMQ MESSAGE_ILLEGAL)."""
+
+
+class ReadOnlyError(ConfigError, PermissionError):
+    """A write to something opened read-only (a store, a Kafka log, index or segment file)."""
+
+
+class DirectoryNotFoundError(ConfigError, FileNotFoundError):
+    """A directory to be read (a read-only open) does not exist."""
 
 
 class StoreClosedError(RmqError):

@@ -51,6 +51,7 @@ from typing import Any
 
 from . import _impl, fileops
 from . import layout as L
+from .config import bound_arg
 from .errors import ConfigError, CorruptionError, IndexCorruptError, StoreClosedError, full_disk_is_error
 
 __all__ = [
@@ -774,9 +775,14 @@ class IndexService:
         and reports the last-update values as 0 when nothing was found.
 
         Raises:
+            ConfigError: ``topic`` or ``key`` is no str, or ``max_num``, ``begin`` or ``end`` no integer
+                (past int64 is the same as no bound).
             StoreClosedError: the service is closed.
             IndexCorruptError: a file's header is impossible.
         """
+        if type(topic) is not str or type(key) is not str:
+            raise ConfigError(f"topic and key must be str, not {type(topic).__name__}, {type(key).__name__}")
+        max_num, begin, end = bound_arg(max_num, "max_num"), bound_arg(begin, "begin"), bound_arg(end, "end")
         self._live()
         max_num = min(max_num, self.max_msgs_num_batch)
         key_hash = self._hash(topic + "#" + key)

@@ -40,7 +40,17 @@ from . import layout as L
 from .checkpoint import StoreCheckpoint
 from .columnar.manifest import drop_copies
 from .commitlog import AppendResult, BatchAppendResult, CommitLog, raise_status
-from .config import StoreConfig, detect_file_size, int_arg, load_geometry, real_arg, save_geometry
+from .config import (
+    StoreConfig,
+    bool_arg,
+    bound_arg,
+    detect_file_size,
+    int_arg,
+    load_geometry,
+    path_arg,
+    real_arg,
+    save_geometry,
+)
 from .configfiles import dumps_fastjson, load_with_bak, persist
 from .consumequeue import (
     BOUNDARY_LOWER,
@@ -57,6 +67,7 @@ from .errors import (
     InvalidRecordError,
     InvalidTopicError,
     OffsetOutOfRangeError,
+    ReadOnlyError,
     RecoveryCutWarning,
     RmqError,
     StoreAccessError,
@@ -201,14 +212,18 @@ def _access_refused_is_error(store_dir: Path, read_only: bool) -> Iterator[None]
             e.errno, f"cannot open the store {store_dir} to {how} ({e.strerror}){todo}", e.filename) from None
 
 
+def _utf8_name(name: str) -> bool:
+    """A file name that is UTF-8 text (the OS's undecodable bytes come back as lone surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _store_path(store_dir: Any) -> Path:
     """``store_dir`` as a Path: a str or path-like naming a directory (not a file), without NUL."""
-    try:
-        path = Path(store_dir)
-    except TypeError:
-        raise ConfigError(f"store_dir must be a str or a path, not {type(store_dir).__name__}") from None
-    if "\0" in str(path):
-        raise ConfigError(f"store_dir {str(path)!r} holds a NUL character")
+    path = path_arg(store_dir, "store_dir")
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{path} is not a directory (a store is a directory)")
     return path
@@ -223,7 +238,7 @@ def _query_args(what: str, topic: Any, key: Any, begin: Any, end: Any, max_num: 
         return begin, end, max_num  # the usual case, checked in one expression
     if not isinstance(topic, str) or not isinstance(key, str):
         raise ConfigError(f"{what} takes a str topic and key, not {type(topic).__name__} and {type(key).__name__}")
-    lo, hi, n = (min(max(int_arg(v, f"{what}'s {name}"), _I64_MIN), _I64_MAX)
+    lo, hi, n = (bound_arg(v, f"{what}'s {name}")
                  for v, name in ((begin, "begin"), (end, "end"), (max_num, "max_num")))
     return lo, hi, n
 
@@ -424,8 +439,8 @@ class MessageStore:
         if not root.is_dir():
             return
         for tdir in sorted(root.iterdir()):
-            if not tdir.is_dir():
-                continue
+            if not tdir.is_dir() or not _utf8_name(tdir.name):
+                continue  # (a name that is no UTF-8 is no topic a broker or rmqcore could have written)
             for qdir in sorted(tdir.iterdir()):
                 if not qdir.is_dir() or not _is_int_text(qdir.name):
                     continue  # non-numeric queue dirs are skipped, as RocketMQ does
@@ -756,7 +771,7 @@ class MessageStore:
     def _check_writable(self) -> None:
         self._check_open()
         if self.read_only:
-            raise ConfigError(f"{self.store_dir} was opened read-only")
+            raise ReadOnlyError(f"{self.store_dir} was opened read-only")
 
     def put(self, topic: str, body: bytes, queue_id: int = 0, **kwargs: Any) -> AppendResult:
         """Append one message (see CommitLog.put for the arguments); dispatch follows before the next
@@ -807,7 +822,7 @@ class MessageStore:
         """The ConsumeQueue of (topic, queue_id), None when there is none; ``create`` makes an
         empty one (a str topic and a queue id in [0, 2**31 - 1], else ConfigError)."""
         cq = self._queue_of(topic, queue_id)
-        if cq is None and create:
+        if cq is None and bool_arg(create, "create"):
             if type(topic) is not str or type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
                 raise ConfigError(f"no queue can be made for topic {topic!r} and queue_id {queue_id!r}")
             cq = ConsumeQueue(self.store_dir, topic, queue_id, file_size=self.config.cq_file_size,
@@ -1246,6 +1261,7 @@ class MessageStore:
 
     def _query_general(self, topic: str, key: str, begin: int, end: int, max_num: int, raw: bool) -> list[MessageExt]:
         begin, end, max_num = _query_args("query_by_key", topic, key, begin, end, max_num)
+        raw = bool_arg(raw, "raw")
         self._check_open()
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
@@ -1380,7 +1396,7 @@ class MessageStore:
         answer (the closest message). Times come from the records, never from file mtimes."""
         timestamp = int_arg(timestamp, "timestamp")
         self._caught_up()
-        if boundary not in (BOUNDARY_LOWER, BOUNDARY_UPPER, BOUNDARY_NEAREST):
+        if type(boundary) is not str or boundary not in (BOUNDARY_LOWER, BOUNDARY_UPPER, BOUNDARY_NEAREST):
             raise InvalidMessageError(f"boundary must be 'lower', 'upper' or 'nearest', not {boundary!r}")
         cq = self._queue_of(topic, queue_id)
         if cq is None:
@@ -1393,7 +1409,7 @@ class MessageStore:
         """The CommitLog offset of the first record stored at or after ``timestamp`` (strictly after
         with ``after=True``); the end of the log when there is none. Uses the segment time index to
         start near it and reads only the records between that entry and the answer."""
-        timestamp = int_arg(timestamp, "timestamp")
+        timestamp, after = int_arg(timestamp, "timestamp"), bool_arg(after, "after")
         self._check_open()
         cl = self.commitlog
         start = self.segindex.seek_time(timestamp - 1 if not after else timestamp) if self.segindex else cl.min_offset
@@ -1519,9 +1535,12 @@ class MessageStore:
         ratio = self.disk_usage_ratio() if usage_ratio is None else real_arg(usage_ratio, "usage_ratio")
         self._set_disk_full(ratio > cfg.disk_space_warning_level_ratio)
         clean_now = ratio > min(cfg.disk_space_clean_forcibly_ratio, cfg.disk_space_warning_level_ratio)
-        hour = time.localtime(now_ms / 1000).tm_hour
+        try:
+            hour = time.localtime(now_ms / 1000).tm_hour
+        except (OverflowError, OSError, ValueError):
+            raise ConfigError(f"now_ms {now_ms} is no time this system can name") from None
         time_up = any(h.strip().isdigit() and int(h) == hour for h in cfg.delete_when.split(";"))
-        if not (time_up or ratio > cfg.disk_max_used_space_ratio or force or clean_now):
+        if not (time_up or ratio > cfg.disk_max_used_space_ratio or bool_arg(force, "force") or clean_now):
             return []
         self._caught_up()
         self._drop_lookup()

@@ -672,7 +672,7 @@ cdef class LookupFront:
     def query_by_key(self, topic, key, begin=0, end=INT64_MAX, max_num=64, *, raw=False):
         cdef KeyLookup lk = self.current
         cdef int64_t b, e, n
-        if (lk is not None and not raw and type(topic) is str and type(key) is str and _i64(begin, &b)
+        if (lk is not None and raw is False and type(topic) is str and type(key) is str and _i64(begin, &b)
                 and _i64(end, &e) and _i64(max_num, &n)):
             try:
                 got = lk._messages_now(topic, key, b, e, n, self._message)

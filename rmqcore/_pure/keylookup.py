@@ -391,7 +391,7 @@ class LookupFront:
     def query_by_key(self, topic: str, key: str, begin: int = 0, end: int = _NO_END, max_num: int = 64, *,
                      raw: bool = False) -> Any:
         lk = self.current
-        if lk is not None and not raw and _plain(topic, key, begin, end, max_num):
+        if lk is not None and raw is False and _plain(topic, key, begin, end, max_num):
             try:
                 got = lk.messages_now(topic, key, begin, end, max_num, self._message)
             except ValueError:  # released by another thread (files changed) since it was set

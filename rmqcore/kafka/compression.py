@@ -23,7 +23,7 @@ import zlib
 from types import ModuleType
 from typing import Any
 
-from rmqcore.errors import CorruptionError, MissingCodecError
+from rmqcore.errors import ConfigError, CorruptionError, MissingCodecError
 
 __all__ = ["CODEC_NAMES", "codec_name", "codec_id", "compress", "decompress", "lz4_fix_kip57_checksum"]
 
@@ -46,12 +46,11 @@ def codec_id(name: str) -> int:
     """Codec id of ``name``.
 
     Raises:
-        ValueError: unknown name.
+        ConfigError: unknown name (a ValueError).
     """
-    try:
+    if type(name) is str and name in CODEC_NAMES:
         return CODEC_NAMES.index(name)
-    except ValueError:
-        raise ValueError(f"unknown compression {name!r}; expected one of {', '.join(CODEC_NAMES)}") from None
+    raise ConfigError(f"unknown compression {name!r}; expected one of {', '.join(CODEC_NAMES)}")
 
 
 def _cramjam(codec: str) -> Any:
@@ -219,7 +218,7 @@ def compress(codec: int, data: bytes) -> bytes:
 
     Raises:
         MissingCodecError: snappy/lz4/zstd without ``cramjam``.
-        ValueError: unknown codec.
+        ConfigError: unknown codec (a ValueError).
     """
     data = bytes(data)
     if codec == 0:
@@ -242,4 +241,4 @@ def compress(codec: int, data: bytes) -> bytes:
         return bytes(comp.finish())
     if codec == 4:
         return bytes(_cramjam("zstd").zstd.compress(data))
-    raise ValueError(f"unknown compression codec id {codec}")
+    raise ConfigError(f"unknown compression codec id {codec!r}")

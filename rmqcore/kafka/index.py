@@ -36,10 +36,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rmqcore import fileops
+from rmqcore.config import bool_arg, int_arg, path_arg
 from rmqcore.errors import (
     ConfigError,
     IndexCorruptError,
     OffsetOutOfRangeError,
+    ReadOnlyError,
     RmqError,
     SegmentFullError,
     StoreClosedError,
@@ -120,9 +122,13 @@ class AbstractIndex:
         writable: bool = True,
         impl: str | None = None,
     ) -> None:
-        self.path = Path(path)
-        self.base_offset = int(base_offset)
-        self.max_index_size = int(max_index_size)
+        self.path = path_arg(path, "path")
+        self.base_offset = int_arg(base_offset, "base_offset")
+        self.max_index_size = int_arg(max_index_size, "max_index_size")
+        if not 0 <= self.base_offset <= _INT64_MAX or not 0 <= self.max_index_size <= _INT32_MAX:
+            raise ConfigError(
+                f"base offset {self.base_offset} or max index size {self.max_index_size} is out of range")
+        writable = bool_arg(writable, "writable")
         self.writable = writable
         self._k = kernels(impl)
         self._search = self._k.sparse.index_search
@@ -186,7 +192,7 @@ class AbstractIndex:
 
     def _require_writable(self) -> None:
         if not self.writable:
-            raise PermissionError(f"index {self.path} is open read-only")
+            raise ReadOnlyError(f"index {self.path} is open read-only")
 
     # --- sizes -------------------------------------------------------------------------------------
     @property
@@ -234,16 +240,17 @@ class AbstractIndex:
             False when the length is already that, True after resizing.
 
         Raises:
-            PermissionError: read-only index.
-            ValueError: the new size cannot hold the live entries.
+            ReadOnlyError: read-only index (a PermissionError).
+            ConfigError: the new size cannot hold the live entries (a ValueError).
         """
+        new_size = int_arg(new_size, "new_size")
         with self._lock:
             self._require_writable()
             rounded = new_size - new_size % self.ENTRY_SIZE
             if self._length == rounded:
                 return False
-            if rounded < self._entries * self.ENTRY_SIZE:
-                raise ValueError(
+            if rounded < self._entries * self.ENTRY_SIZE or rounded > _INT32_MAX:
+                raise ConfigError(
                     f"cannot resize {self.path} to {rounded} bytes: it holds {self._entries} entries"
                 )
             self._unmap()
@@ -388,11 +395,12 @@ class OffsetIndex(AbstractIndex):
         """Entry ``n`` (absolute offset).
 
         Raises:
-            IndexError: ``n`` is not a live entry.
+            OffsetOutOfRangeError: ``n`` is not a live entry (an IndexError).
         """
+        n = int_arg(n, "n")
         with self._lock:
             if not 0 <= n < self._entries:
-                raise IndexError(
+                raise OffsetOutOfRangeError(
                     f"Attempt to fetch the {n}th entry from index {self.path}, "
                     f"which has size {self._entries}."
                 )
@@ -409,6 +417,8 @@ class OffsetIndex(AbstractIndex):
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``target_offset``; ``(base_offset, 0)`` when none."""
         base = self.base_offset
+        if type(target_offset) is not int:
+            target_offset = int_arg(target_offset, "target_offset")
         target = target_offset - base
         if not _INT64_MIN <= target <= _INT64_MAX:
             target = _clamp64(target)
@@ -422,6 +432,8 @@ class OffsetIndex(AbstractIndex):
 
     def fetch_upper_bound_offset(self, fetch_position: int, fetch_size: int) -> OffsetPosition | None:
         """The first entry whose position >= ``fetch_position + fetch_size`` (Kafka's search), or None."""
+        fetch_position = int_arg(fetch_position, "fetch_position")
+        fetch_size = int_arg(fetch_size, "fetch_size")
         with self._lock:
             slot = self._slot(fetch_position + fetch_size, False, SMALLEST_UPPER_BOUND)
             if slot == -1:
@@ -437,6 +449,7 @@ class OffsetIndex(AbstractIndex):
             InvalidOffsetError: ``offset`` is not above the last offset.
             OffsetOutOfRangeError: ``offset`` is not relative-able to the base offset.
         """
+        offset, position = int_arg(offset, "offset"), int_arg(position, "position")
         with self._lock:
             self._require_writable()
             if self.is_full():
@@ -453,7 +466,7 @@ class OffsetIndex(AbstractIndex):
                     f"not relative to base {self.base_offset}"
                 )
             if not 0 <= position <= _INT32_MAX:
-                raise ValueError(f"position {position} does not fit int32")
+                raise OffsetOutOfRangeError(f"position {position} does not fit int32")
             struct.pack_into(">ii", self._buf(), self._entries * 8, rel, position)
             self._entries += 1
             self._last_offset = offset
@@ -490,6 +503,7 @@ class OffsetIndex(AbstractIndex):
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= ``offset``."""
+        offset = int_arg(offset, "offset")
         with self._lock:
             self._truncate_to_slot(offset, True)
 
@@ -556,11 +570,12 @@ class TimeIndex(AbstractIndex):
         """Entry ``n`` (absolute offset).
 
         Raises:
-            IndexError: ``n`` is not a live entry.
+            OffsetOutOfRangeError: ``n`` is not a live entry (an IndexError).
         """
+        n = int_arg(n, "n")
         with self._lock:
             if not 0 <= n < self._entries:
-                raise IndexError(
+                raise OffsetOutOfRangeError(
                     f"Attempt to fetch the {n}th entry from time index {self.path}, "
                     f"which has size {self._entries}."
                 )
@@ -579,6 +594,8 @@ class TimeIndex(AbstractIndex):
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= ``target_timestamp``; ``(-1, base_offset)`` when none."""
         target = target_timestamp
+        if type(target) is not int:
+            target = int_arg(target, "target_timestamp")
         if not _INT64_MIN <= target <= _INT64_MAX:
             target = _clamp64(target)
         with self._lock:
@@ -602,6 +619,7 @@ class TimeIndex(AbstractIndex):
                 last entry's timestamp.
             OffsetOutOfRangeError: ``offset`` not relative-able.
         """
+        timestamp, offset = int_arg(timestamp, "timestamp"), int_arg(offset, "offset")
         with self._lock:
             self._require_writable()
             if not skip_full_check and self.is_full():
@@ -663,6 +681,7 @@ class TimeIndex(AbstractIndex):
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= ``offset`` (searched on the offset field)."""
+        offset = int_arg(offset, "offset")
         with self._lock:
             self._truncate_to_slot(offset, False)
 

@@ -22,7 +22,14 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from rmqcore.errors import ConfigError, InvalidMessageError
+from rmqcore.config import bool_arg, bound_arg, int_arg, path_arg
+from rmqcore.errors import (
+    ConfigError,
+    DirectoryNotFoundError,
+    InvalidMessageError,
+    OffsetOutOfRangeError,
+    ReadOnlyError,
+)
 
 from ._kernels import kernels
 from .records import RecordBatch
@@ -33,6 +40,7 @@ from .segment import (
     SegmentConfig,
     TimestampAndOffset,
     parse_segment_base_offset,
+    segment_file_name,
 )
 
 __all__ = ["KafkaLog"]
@@ -50,8 +58,8 @@ class KafkaLog:
         impl: kernel implementation ("native", "pure" or None).
 
     Raises:
-        FileNotFoundError: read-only and the directory does not exist.
-        ConfigError: ``recover`` without ``writable``.
+        DirectoryNotFoundError: read-only and the directory does not exist (a FileNotFoundError).
+        ConfigError: ``recover`` without ``writable``, or an argument of the wrong type.
     """
 
     def __init__(
@@ -64,7 +72,13 @@ class KafkaLog:
         recovery_point: int = 0,
         impl: str | None = None,
     ) -> None:
-        self.dir = Path(directory)
+        self.dir = path_arg(directory, "directory")
+        if config is not None and not isinstance(config, SegmentConfig):
+            raise ConfigError(f"config must be a SegmentConfig, not {type(config).__name__}")
+        if impl not in (None, "native", "pure"):
+            raise ConfigError(f"impl must be 'native', 'pure' or None, not {impl!r}")
+        writable, recover = bool_arg(writable, "writable"), bool_arg(recover, "recover")
+        recovery_point = bound_arg(recovery_point, "recovery_point")
         self.config = config or SegmentConfig()
         self.writable = writable
         self._impl = impl
@@ -73,7 +87,9 @@ class KafkaLog:
             raise ConfigError("recovery rewrites files: open the log writable")
         if not self.dir.is_dir():
             if not writable:
-                raise FileNotFoundError(f"no such partition directory: {self.dir}")
+                raise DirectoryNotFoundError(f"no such partition directory: {self.dir}")
+            if self.dir.exists():
+                raise ConfigError(f"{self.dir} is not a directory (a partition is a directory)")
             self.dir.mkdir(parents=True)
         bases = sorted(
             b for b in (parse_segment_base_offset(p.name) for p in self.dir.iterdir()) if b is not None
@@ -116,7 +132,7 @@ class KafkaLog:
     @property
     def active_segment(self) -> LogSegment:
         if not self.segments:
-            raise LookupError(f"log {self.dir} has no segments")
+            raise OffsetOutOfRangeError(f"log {self.dir} has no segments")
         return self.segments[-1]
 
     @property
@@ -130,7 +146,7 @@ class KafkaLog:
 
     def segment_for(self, offset: int) -> LogSegment | None:
         """The floor segment of ``offset`` (None when the offset is below the first base offset)."""
-        i = bisect.bisect_right(self._bases(), offset) - 1
+        i = bisect.bisect_right(self._bases(), bound_arg(offset, "offset")) - 1
         return self.segments[i] if i >= 0 else None
 
     # --- lookups -----------------------------------------------------------------------------------
@@ -140,6 +156,7 @@ class KafkaLog:
         Raises:
             CorruptionError: a corrupt entry met on the way (path and position in the message).
         """
+        offset = bound_arg(offset, "offset")
         i = max(0, bisect.bisect_right(self._bases(), offset) - 1)
         for seg in self.segments[i:]:
             found = seg.translate_offset(offset)
@@ -153,6 +170,7 @@ class KafkaLog:
         Raises:
             CorruptionError: a corrupt entry met on the way.
         """
+        timestamp = bound_arg(timestamp, "timestamp")
         for seg in self.segments:
             if seg.largest_timestamp >= timestamp:
                 return seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
@@ -168,9 +186,9 @@ class KafkaLog:
     def roll(self, new_base_offset: int | None = None) -> LogSegment:
         """Close the active segment for writing and start a new one (Kafka ``LocalLog.roll``)."""
         if not self.writable:
-            raise PermissionError(f"log {self.dir} is open read-only")
+            raise ReadOnlyError(f"log {self.dir} is open read-only")
         end = self.log_end_offset
-        base = end if new_base_offset is None else max(new_base_offset, end)
+        base = end if new_base_offset is None else max(int_arg(new_base_offset, "new_base_offset"), end)
         active = self.active_segment
         if base == active.base_offset and active.size == 0:
             return active
@@ -178,6 +196,7 @@ class KafkaLog:
             raise InvalidMessageError(
                 f"cannot roll to base offset {base}: active segment starts at {active.base_offset}"
             )
+        segment_file_name(base)  # a base offset past int64 is refused before anything changes
         active.on_become_inactive_segment()
         seg = LogSegment.open(self.dir, base, self.config, writable=True, impl=self._impl)
         self.segments.append(seg)
@@ -191,7 +210,9 @@ class KafkaLog:
             CorruptionError: ``records`` is not a sequence of complete, CRC-valid batches.
         """
         if not self.writable:
-            raise PermissionError(f"log {self.dir} is open read-only")
+            raise ReadOnlyError(f"log {self.dir} is open read-only")
+        if not isinstance(records, (bytes, bytearray, memoryview)):
+            raise InvalidMessageError(f"records must be bytes-like, not {type(records).__name__}")
         data = bytes(records)
         hdrs, stop, st = self._k.batch.batch_headers(data, 0, len(data), self._k.batch.CRC_STOP, -1)
         if not hdrs:

@@ -45,7 +45,8 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from rmqcore.errors import ChecksumError, CorruptionError, InvalidMessageError, RecordSizeError
+from rmqcore.config import bool_arg, int_arg
+from rmqcore.errors import ChecksumError, ConfigError, CorruptionError, InvalidMessageError, RecordSizeError
 
 from . import compression
 from ._kernels import Kernels, kernels
@@ -345,6 +346,9 @@ class LegacyRecordBatch(RecordBatch):
         self, data: bytes, position: int = 0, impl: str | None = None, path: str | None = None
     ) -> None:
         super().__init__(data, position, impl, path)
+        if len(data) < _LEGACY_HEADER.size:
+            raise CorruptionError(
+                f"legacy message of {len(data)} bytes is shorter than its header", position, path)
         self.offset, _size, self.crc, self.magic, self.attributes = _LEGACY_HEADER.unpack_from(data, 0)
         self.timestamp, self.key, self.value = _legacy_body(data, 0, len(data), self.magic, position, path)
         self._records: list[Record] | None = None
@@ -479,7 +483,16 @@ def read_batch(
 
     Raises:
         CorruptionError: the header is malformed.
+        ConfigError: ``buf`` is not bytes-like, or the range or magic cannot be a batch of it.
     """
+    try:
+        n = memoryview(buf).nbytes
+    except TypeError:
+        raise ConfigError(f"buf must be bytes-like, not {type(buf).__name__}") from None
+    position, size, magic = int_arg(position, "position"), int_arg(size, "size"), int_arg(magic, "magic")
+    if not (0 <= position and 0 <= size and position + size <= n) or magic not in (0, 1, 2):
+        raise ConfigError(
+            f"no batch of magic {magic} at [{position}, {position + size}) of a {n}-byte buffer")
     data = bytes(buf[position : position + size])
     if magic >= 2:
         return DefaultRecordBatch(data, position, impl, path)
@@ -495,10 +508,10 @@ def encode_varint(value: int) -> bytes:
     """ByteUtils.writeVarint: zig-zag, then LEB128 (at most 5 bytes).
 
     Raises:
-        ValueError: ``value`` outside int32.
+        InvalidMessageError: ``value`` outside int32 (a ValueError).
     """
     if not -(1 << 31) <= value < (1 << 31):
-        raise ValueError(f"{value} does not fit a varint (int32)")
+        raise InvalidMessageError(f"{value} does not fit a varint (int32)")
     v = ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF
     out = bytearray()
     while v & ~0x7F:
@@ -512,10 +525,10 @@ def encode_varlong(value: int) -> bytes:
     """ByteUtils.writeVarlong: zig-zag, then LEB128 (at most 10 bytes).
 
     Raises:
-        ValueError: ``value`` outside int64.
+        InvalidMessageError: ``value`` outside int64 (a ValueError).
     """
     if not -(1 << 63) <= value < (1 << 63):
-        raise ValueError(f"{value} does not fit a varlong (int64)")
+        raise InvalidMessageError(f"{value} does not fit a varlong (int64)")
     v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
     out = bytearray()
     while v & ~0x7F:
@@ -525,26 +538,67 @@ def encode_varlong(value: int) -> bytes:
     return bytes(out)
 
 
-def _encode_bytes(b: bytes | None) -> bytes:
+def _encode_bytes(b: bytes | bytearray | memoryview | None) -> bytes:
     if b is None:
         return encode_varint(-1)
-    return encode_varint(len(b)) + bytes(b)
+    data = bytes(b)
+    return encode_varint(len(data)) + data
 
 
 def _encode_record(offset_delta: int, timestamp_delta: int, key: Any, value: Any, headers: Any) -> bytes:
+    if not (isinstance(key, (bytes, bytearray, memoryview)) or key is None) or not (
+            isinstance(value, (bytes, bytearray, memoryview)) or value is None):
+        raise InvalidMessageError("record keys and values must be bytes-like or None")
     parts = [b"\x00", encode_varlong(timestamp_delta), encode_varint(offset_delta), _encode_bytes(key)]
     parts.append(_encode_bytes(value))
+    if headers is not None and (isinstance(headers, (str, bytes, bytearray, memoryview))
+                                or not isinstance(headers, Iterable)):
+        raise InvalidMessageError(
+            f"record headers must be a sequence of (key, value), not {type(headers).__name__}")
     hdrs = list(headers or ())
     parts.append(encode_varint(len(hdrs)))
     for h in hdrs:
+        if isinstance(h, (str, bytes, bytearray, memoryview)) or not isinstance(h, Sequence) or len(h) != 2:
+            raise InvalidMessageError(f"a record header is a (key, value) pair, not {h!r:.40}")
         hk, hv = h[0], h[1]
         if hk is None:
             raise InvalidMessageError("record header keys must not be null")
-        kb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
+        if not isinstance(hk, (str, bytes, bytearray, memoryview)):
+            raise InvalidMessageError(f"record header keys are str or bytes, not {type(hk).__name__}")
+        try:
+            kb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
+        except UnicodeEncodeError:
+            raise InvalidMessageError("a record header key is no UTF-8 (a lone surrogate)") from None
+        if not (isinstance(hv, (bytes, bytearray, memoryview)) or hv is None):
+            raise InvalidMessageError("record header values must be bytes-like or None")
         parts.append(encode_varint(len(kb)) + kb)
         parts.append(_encode_bytes(hv))
     body = b"".join(parts)
     return encode_varint(len(body)) + body
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _records_of(records: Any) -> list[Record]:
+    """``records`` as Records: each a Record or an ``(offset, timestamp, key, value[, headers])``
+    sequence with integer offset and timestamp; InvalidMessageError for anything else."""
+    if isinstance(records, (str, bytes, bytearray, memoryview)) or not isinstance(records, Iterable):
+        raise InvalidMessageError(f"records must be an iterable of Records, not {type(records).__name__}")
+    out = []
+    for r in records:
+        if not isinstance(r, Record):
+            if isinstance(r, (str, bytes, bytearray, memoryview)) or not isinstance(r, Sequence) \
+                    or not 4 <= len(r) <= 5:
+                raise InvalidMessageError(
+                    f"a record is a Record or (offset, timestamp, key, value[, headers]), not {r!r:.40}")
+            r = Record(*r)
+        if not (_is_int(r.offset) and _is_int(r.timestamp)):
+            raise InvalidMessageError(f"a record's offset and timestamp are integers, not {r.offset!r:.20}, "
+                                      f"{r.timestamp!r:.20}")
+        out.append(r)
+    return out
 
 
 def encode_batch(
@@ -581,9 +635,17 @@ def encode_batch(
             timestamp type.
         MissingCodecError: the codec needs ``cramjam``.
     """
-    recs = [r if isinstance(r, Record) else Record(*r) for r in records]
+    recs = _records_of(records)
     codec = compression.codec_id(compression_type)
-    if timestamp_type not in ("CreateTime", "LogAppendTime"):
+    for name, v in (("base_offset", base_offset), ("partition_leader_epoch", partition_leader_epoch),
+                    ("producer_id", producer_id), ("producer_epoch", producer_epoch),
+                    ("base_sequence", base_sequence), ("log_append_time", log_append_time),
+                    ("last_offset_delta", last_offset_delta)):
+        if not (_is_int(v) or (v is None and name in ("log_append_time", "last_offset_delta"))):
+            raise InvalidMessageError(f"{name} must be an integer, not {type(v).__name__}")
+    is_transactional = bool_arg(is_transactional, "is_transactional")
+    is_control = bool_arg(is_control, "is_control")
+    if type(timestamp_type) is not str or timestamp_type not in ("CreateTime", "LogAppendTime"):
         raise InvalidMessageError(
             f"timestamp_type must be CreateTime or LogAppendTime, not {timestamp_type!r}"
         )

@@ -35,11 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rmqcore.config import bool_arg, bound_arg, int_arg, path_arg
 from rmqcore.errors import (
     ConfigError,
     CorruptionError,
     IndexCorruptError,
     OffsetOutOfRangeError,
+    ReadOnlyError,
     StoreClosedError,
     full_disk_is_error,
 )
@@ -73,8 +75,9 @@ def _clamp64(v: int) -> int:
 
 def segment_file_name(base_offset: int, suffix: str = "") -> str:
     """``00000000000000000042`` + suffix (Kafka ``LogFileUtils.filenamePrefixFromOffset``)."""
-    if base_offset < 0:
-        raise ValueError(f"base offset must be non-negative, not {base_offset}")
+    base_offset = int_arg(base_offset, "base_offset")
+    if not 0 <= base_offset <= _INT64_MAX:
+        raise ConfigError(f"base offset must be in [0, 2**63 - 1], not {base_offset}")
     return f"{base_offset:020d}{suffix}"
 
 
@@ -108,6 +111,19 @@ class SegmentConfig:
     per_batch_index: bool = True
 
     def __post_init__(self) -> None:
+        ints = ("index_interval_bytes", "segment_index_bytes", "segment_bytes", "segment_ms",
+                "init_file_size")
+        for name in ints:
+            v = getattr(self, name)
+            if v is None and name == "init_file_size":  # None: segment_bytes
+                continue
+            if isinstance(v, bool) or not 0 <= int_arg(v, name) <= _INT64_MAX:
+                raise ConfigError(f"{name} must be an integer in [0, 2**63 - 1], not {v!r}")
+            object.__setattr__(self, name, int_arg(v, name))
+        for name in ("preallocate", "per_batch_index"):
+            object.__setattr__(self, name, bool_arg(getattr(self, name), name))
+        if self.segment_index_bytes > _INT32_MAX or self.segment_bytes > _INT32_MAX:  # Java ints in Kafka
+            raise ConfigError("segment.index.bytes and segment.bytes must fit a Java int")
         if self.index_interval_bytes < 0:
             raise ConfigError(f"index.interval.bytes must be >= 0, not {self.index_interval_bytes}")
         if self.segment_index_bytes < 4:
@@ -119,6 +135,8 @@ class SegmentConfig:
     def from_kafka(cls, config: Mapping[str, Any], **overrides: Any) -> SegmentConfig:
         """Build from Kafka-named keys (``index.interval.bytes``, ``segment.index.bytes``,
         ``segment.bytes``, ``segment.ms``, ``preallocate``, ``initFileSize``)."""
+        if not isinstance(config, Mapping):
+            raise ConfigError(f"config must be a mapping of Kafka setting names, not {type(config).__name__}")
         kw: dict[str, Any] = {}
         names = {
             "index.interval.bytes": "index_interval_bytes",
@@ -230,7 +248,7 @@ class FileRecords:
     def append(self, data: bytes) -> int:
         with self._lock:
             if not self.writable:
-                raise PermissionError(f"log file {self.path} is open read-only")
+                raise ReadOnlyError(f"log file {self.path} is open read-only")
             n = len(data)
             written = 0
             mv = memoryview(data)
@@ -352,8 +370,11 @@ class LogSegment:
             FileNotFoundError: read-only and the ``.log`` does not exist.
             ConfigError: bad configuration.
         """
+        if config is not None and not isinstance(config, SegmentConfig):
+            raise ConfigError(f"config must be a SegmentConfig, not {type(config).__name__}")
         config = config or SegmentConfig()
-        d = Path(directory)
+        d = path_arg(directory, "directory")
+        writable = bool_arg(writable, "writable")
         prefix = segment_file_name(base_offset)
         log_path = d / f"{prefix}.log"
         exists = log_path.exists() if file_already_exists is None else file_already_exists
@@ -425,7 +446,10 @@ class LogSegment:
         Raises:
             CorruptionError: an entry whose size is below 14 or whose magic is invalid (when ``strict``).
         """
-        pos = start_position
+        pos = int_arg(start_position, "start_position")
+        strict = bool_arg(strict, "strict")
+        if not 0 <= pos <= self.log.size:
+            raise OffsetOutOfRangeError(f"position {pos} is outside {self.log.path} [0, {self.log.size}]")
         while True:
             buf = self.log.view()
             hdrs, stop, st = self._k.batch.batch_headers(buf, pos, self.log.size, 0, 256)
@@ -443,7 +467,10 @@ class LogSegment:
         Raises:
             CorruptionError: the walk met a corrupt entry before finding one.
             IndexCorruptError: the offset index points outside the ``.log``.
+            ConfigError: an argument is not an integer.
         """
+        offset = bound_arg(offset, "offset")
+        starting_file_position = int_arg(starting_file_position, "starting_file_position")
         mapping = self.offset_index.lookup(offset)
         start = max(mapping.position, starting_file_position)
         if start < 0:
@@ -473,7 +500,10 @@ class LogSegment:
             CorruptionError: the walk met a corrupt entry or batch before finding one.
             MissingCodecError: a compressed batch had to be decoded without its codec.
         """
-        start_off = self.base_offset if starting_offset is None else starting_offset
+        timestamp = bound_arg(timestamp, "timestamp")
+        start_off = self.base_offset
+        if starting_offset is not None:
+            start_off = bound_arg(starting_offset, "starting_offset")
         entry = self.time_index.lookup(timestamp)
         position = self.offset_index.lookup(max(entry.offset, start_off)).position
         return self.search_for_timestamp(timestamp, position, start_off)
@@ -620,7 +650,10 @@ class LogSegment:
         now_ms: int | None = None,
     ) -> bool:
         """Kafka ``LogSegment.shouldRoll`` (without the roll jitter)."""
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        incoming_size = int_arg(incoming_size, "incoming_size")
+        max_timestamp_in_messages = int_arg(max_timestamp_in_messages, "max_timestamp_in_messages")
+        max_offset_in_messages = int_arg(max_offset_in_messages, "max_offset_in_messages")
+        now = int(time.time() * 1000) if now_ms is None else int_arg(now_ms, "now_ms")
         if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
             waited = max_timestamp_in_messages - self.rolling_based_timestamp
         else:
@@ -641,6 +674,7 @@ class LogSegment:
         Returns:
             Bytes removed from the ``.log``.
         """
+        offset = bound_arg(offset, "offset")
         with self._lock:
             mapping = self.translate_offset(offset)
             self.offset_index.truncate_to(offset)

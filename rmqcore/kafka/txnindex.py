@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import NamedTuple
 
-from rmqcore.errors import IndexCorruptError, full_disk_is_error
+from rmqcore.errors import IndexCorruptError, ReadOnlyError, full_disk_is_error
 
 from .index import InvalidOffsetError
 
@@ -101,7 +101,7 @@ class TransactionIndex:
         """
         with self._lock:
             if not self.writable:
-                raise PermissionError(f"transaction index {self.path} is open read-only")
+                raise ReadOnlyError(f"transaction index {self.path} is open read-only")
             if self._last_offset is not None and txn.last_offset <= self._last_offset:
                 raise InvalidOffsetError(
                     f"The last offset of appended transactions must increase sequentially, but "
