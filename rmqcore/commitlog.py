@@ -40,6 +40,7 @@ from .message import (
     validate_topic,
 )
 from .warmahead import Region, WarmAhead
+from .wire import utf8_text
 
 _WARM_CHUNK = 8 * 1024 * 1024  # bytes the WarmAhead thread populates per kernel call
 # the next file is prepared once the current one is this fraction full (the rest of the file is the
@@ -294,11 +295,7 @@ class CommitLog:
             elif properties and L.PROPERTY_TAGS in properties:
                 items.append((L.PROPERTY_TAGS, properties[L.PROPERTY_TAGS]))
             s = properties_to_string(items, self.flavour)
-        try:
-            b = s.encode("utf-8")
-        except UnicodeEncodeError:  # stored as it is, the same tag or key would not be found again
-            raise InvalidMessageError(
-                "tags, keys and properties must be UTF-8 text: a lone surrogate is not") from None
+        b = utf8_text(s, "the properties (tags, keys)")
         if len(b) > L.MAX_PROPERTIES_LEN:
             raise PropertiesTooLargeError(
                 f"properties of {len(b)} UTF-8 bytes exceed {L.MAX_PROPERTIES_LEN} (PROPERTIES_SIZE_EXCEEDED)"

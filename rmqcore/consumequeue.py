@@ -30,6 +30,7 @@ from . import layout as L
 from .config import int_arg
 from .errors import ConfigError, InvalidTopicError
 from .mappedfile import MappedFile, MappedFileQueue
+from .wire import utf8_text
 
 __all__ = ["ConsumeQueue", "check_topic_dir", "BLANK_UNIT", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST", "put_grouped"]
 
@@ -87,10 +88,7 @@ def check_topic_dir(topic: object) -> None:
     if not isinstance(topic, str) or topic in ("", ".", "..") or any(c in topic for c in "/\\\0"):
         raise InvalidTopicError(f"topic {topic!r} cannot name a consume-queue directory")
     if not topic.isascii():
-        try:
-            topic.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidTopicError(f"topic {topic!r} is no UTF-8 (a lone surrogate)") from None
+        utf8_text(topic, "topic", InvalidTopicError)
 
 
 class ConsumeQueue:

@@ -78,6 +78,7 @@ from .flush import AsyncFlushService, DurableAck, GroupCommitService
 from .message import MessageExt, compute_tags_code, decode_message_id
 from .recovery import QueueRepair, RecoveryReport, cut_commitlog, record_sound, unit_problem
 from .warmahead import Region, WarmAhead, ahead_end, index_region
+from .wire import utf8_text
 
 __all__ = [
     "MessageStore", "GetResult", "GetStatus", "StoreConfig", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST",
@@ -187,10 +188,7 @@ def _check_offset_key(group: Any, topic: Any) -> None:
         raise InvalidMessageError("topic and group may not contain '@'")
     for what, name in (("group", group), ("topic", topic)):
         if not name.isascii():
-            try:
-                name.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidMessageError(f"the {what} {name!r} is no UTF-8 (a lone surrogate)") from None
+            utf8_text(name, what)
 
 
 # what the operating system says when the store's directory or files may not be written (or read)
@@ -210,15 +208,6 @@ def _access_refused_is_error(store_dir: Path, read_only: bool) -> Iterator[None]
         todo = "" if read_only else "; open it with read_only=True to read it"
         raise StoreAccessError(
             e.errno, f"cannot open the store {store_dir} to {how} ({e.strerror}){todo}", e.filename) from None
-
-
-def _utf8_name(name: str) -> bool:
-    """A file name that is UTF-8 text (the OS's undecodable bytes come back as lone surrogates)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _store_path(store_dir: Any) -> Path:
@@ -439,8 +428,12 @@ class MessageStore:
         if not root.is_dir():
             return
         for tdir in sorted(root.iterdir()):
-            if not tdir.is_dir() or not _utf8_name(tdir.name):
-                continue  # (a name that is no UTF-8 is no topic a broker or rmqcore could have written)
+            if not tdir.is_dir():
+                continue
+            try:
+                utf8_text(tdir.name, "topic directory")
+            except InvalidMessageError:
+                continue  # (the OS's undecodable bytes: no topic a broker or rmqcore could have written)
             for qdir in sorted(tdir.iterdir()):
                 if not qdir.is_dir() or not _is_int_text(qdir.name):
                     continue  # non-numeric queue dirs are skipped, as RocketMQ does

@@ -36,6 +36,7 @@ __all__ = [
     "format_host",
     "create_message_id",
     "decode_message_id",
+    "utf8_text",
 ]
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
@@ -68,6 +69,16 @@ def dispatch_tags_code(
                 return store_timestamp + delay_levels_ms[level - 1]
     tags = properties.get(L.PROPERTY_TAGS)
     return hash_tags(tags) if tags else 0
+
+
+def utf8_text(s: str, what: str, error: type[InvalidMessageError] = InvalidMessageError) -> bytes:
+    """``s`` as UTF-8; ``error`` naming ``what`` when it holds a lone surrogate (how Python hands
+    back bytes that are no UTF-8). No Java reader decodes such bytes to the same string, so a tag,
+    key, topic or group stored with one would never be found again: refused, never passed through."""
+    try:
+        return s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise error(f"{what} {s[:40]!r} is no UTF-8 text (it holds a lone surrogate)") from None
 
 
 def parse_properties(s: str) -> dict[str, str]:

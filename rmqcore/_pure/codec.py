@@ -66,7 +66,7 @@ from ..layout import (
     ST_TORN,
     TRANSACTION_MASK,
 )
-from ..wire import Host, create_message_id, dispatch_tags_code, parse_properties
+from ..wire import Host, create_message_id, dispatch_tags_code, parse_properties, utf8_text
 from . import hashing as _hashing
 
 __all__ = [
@@ -182,15 +182,6 @@ def encode_record(
     return size
 
 
-def _utf8_properties(props: str) -> bytes:
-    """A properties string's UTF-8 (InvalidMessageError for a lone surrogate, which is no text:
-    stored as it is, a reader would not find the key or tag again)."""
-    try:
-        return props.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidMessageError("properties hold a lone surrogate: they are not UTF-8 text") from None
-
-
 def encode_batch(
     buf: Any,
     pos: int,
@@ -236,7 +227,7 @@ def encode_batch(
         body = bodies[i]
         props = properties[i]
         if isinstance(props, str):  # a properties string: stored as UTF-8
-            props = _utf8_properties(props)
+            props = utf8_text(props, "a properties string")
         if not isinstance(body, (bytes, bytearray, memoryview)) or not isinstance(
             props, (bytes, bytearray, memoryview)
         ):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from rmqcore.config import bool_arg, bound_arg, int_arg, path_arg
 from rmqcore.errors import (

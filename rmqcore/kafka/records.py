@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 
 from rmqcore.config import bool_arg, int_arg
 from rmqcore.errors import ChecksumError, ConfigError, CorruptionError, InvalidMessageError, RecordSizeError
+from rmqcore.wire import utf8_text
 
 from . import compression
 from ._kernels import Kernels, kernels
@@ -565,10 +566,7 @@ def _encode_record(offset_delta: int, timestamp_delta: int, key: Any, value: Any
             raise InvalidMessageError("record header keys must not be null")
         if not isinstance(hk, (str, bytes, bytearray, memoryview)):
             raise InvalidMessageError(f"record header keys are str or bytes, not {type(hk).__name__}")
-        try:
-            kb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
-        except UnicodeEncodeError:
-            raise InvalidMessageError("a record header key is no UTF-8 (a lone surrogate)") from None
+        kb = utf8_text(hk, "a record header key") if isinstance(hk, str) else bytes(hk)
         if not (isinstance(hv, (bytes, bytearray, memoryview)) or hv is None):
             raise InvalidMessageError("record header values must be bytes-like or None")
         parts.append(encode_varint(len(kb)) + kb)
