@@ -334,6 +334,7 @@ cdef class Appender:
     cdef int64_t *_live
     cdef Py_buffer _gil_view  # held while _gil_req points into it
     cdef const int64_t *_gil_req
+    cdef object _gil_obj  # the request array, for a put to hold while it waits on it
     cdef int64_t _gil_seen
     cdef readonly object hints  # int64[HINT_CAPACITY, HINT_FIELDS], read-only to Python
     cdef readonly object hint_head  # int64[1]: hints written
@@ -423,20 +424,27 @@ cdef class Appender:
                 raise ValueError("request must be an aligned, writable int64[1]")
         if self._gil_req != NULL:
             self._gil_req = NULL
+            self._gil_obj = None
             PyBuffer_Release(&self._gil_view)
         if request is not None:
             self._gil_view = view
             self._gil_req = <const int64_t *>view.buf
+            self._gil_obj = request
 
     cdef inline void _yield_gil(self) noexcept:
+        # the pointer and the array it points into are taken while the GIL is held: another thread
+        # may withdraw the request (set_gil_request(None), a store's close) during the wait
         cdef int64_t r
-        if self._gil_req == NULL:
+        cdef const int64_t *req = self._gil_req
+        cdef object keep
+        if req == NULL:
             return
-        r = rmq_observe_i64(self._gil_req)
+        r = rmq_observe_i64(req)
         if r != 0 and r != self._gil_seen:
             self._gil_seen = r
+            keep = self._gil_obj
             with nogil:
-                rmq_wait_while(self._gil_req, r, GIL_YIELD_MAX_NS)
+                rmq_wait_while(req, r, GIL_YIELD_MAX_NS)
 
     def release(self):
         self._release()
