@@ -30,6 +30,7 @@ KERNELS = (
     "keylookup",
     "kafka_batch",
     "sparse",
+    "gate",
 )
 
 if TYPE_CHECKING:  # the pure twins are the type surface
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # the pure twins are the type surface
     from ._pure import codec as codec
     from ._pure import crc as crc
     from ._pure import dispatch as dispatch
+    from ._pure import gate as gate
     from ._pure import groupcommit as groupcommit
     from ._pure import hashing as hashing
     from ._pure import indexfile as indexfile

@@ -11,7 +11,9 @@ is cut (positions only; bytes are not zeroed). Full durability (checkpoint, abor
 recovery, flush policies) is layered on top by the store.
 
 Thread-safety: ``put``/``put_batch`` serialise on one lock (one writer); reads of committed
-offsets may run concurrently from other threads.
+offsets may run concurrently from other threads. Reads run inside a lifecycle gate (the store's,
+when a store owns the CommitLog): ``close()`` refuses new ones, waits for those under way, and
+only then unmaps, so a read racing ``close()`` completes or raises StoreClosedError.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from .errors import (
     StoreClosedError,
 )
 from .config import bool_arg, int_arg
+from .lifecycle import gated, new_gate
 from .mappedfile import MappedFile, MappedFileQueue
 from .message import (
     MessageExt,
@@ -43,6 +46,7 @@ from .warmahead import Region, WarmAhead
 from .wire import utf8_text
 
 _WARM_CHUNK = 8 * 1024 * 1024  # bytes the WarmAhead thread populates per kernel call
+_ITER_STEP = 256  # records iter_records reads per step inside the gate
 # the next file is prepared once the current one is this fraction full (the rest of the file is the
 # lead time for creating, allocating and, with warm_next, faulting it in)
 _PREPARE_FRACTION = 4
@@ -124,6 +128,8 @@ class CommitLog:
         huge_pages: MADV_HUGEPAGE on the files' maps (large page-cache folios: far fewer TLB
             shootdowns during write-back). For asynchronous flushing: a sync writes a folio whole.
         impl: "native" or "pure" kernels (default: ``rmqcore._impl.IMPLEMENTATION``).
+        gate: the lifecycle gate reads run in (``rmqcore.lifecycle``; a store passes its own, so
+            its ``close()`` covers them); default: one of the CommitLog's.
     """
 
     def __init__(
@@ -143,7 +149,9 @@ class CommitLog:
         warm_ahead: int = 32 * 1024 * 1024,
         huge_pages: bool = False,
         impl: str | None = None,
+        gate: Any = None,
     ) -> None:
+        self._gate = gate if gate is not None else new_gate("the CommitLog is closed", impl)
         if flavour not in (4, 5):
             raise ConfigError(f"flavour must be 4 or 5, not {flavour!r}")
         if file_size < 4096:
@@ -319,6 +327,7 @@ class CommitLog:
             raise ConfigError("the CommitLog was opened read-only")
         return self._writable(self.max_offset)
 
+    @gated
     def warm_up(self) -> None:
         """RocketMQ's ``warmMappedFile``, on demand: fault in the rest of the current file (creating
         the first one in an empty log) and create and fault in the next one; returns when done.
@@ -491,7 +500,13 @@ class CommitLog:
         pos = mf.wrote_position
         return [(mf.mm, pos, min(mf.file_size, pos + self.warm_ahead))]
 
+    def seal(self) -> None:
+        """Refuse appends from now on (StoreClosedError); an append under way finishes first. Reads
+        go on. (A store's close seals its CommitLog before the last dispatch and flush.)"""
+        self._appender.close()
+
     # -- reading ----------------------------------------------------------------------------------
+    @gated
     def read(self, offset: int, verify_crc: bool = False) -> MessageExt:
         """The message whose record starts at global ``offset``.
 
@@ -515,6 +530,7 @@ class CommitLog:
             raise OffsetOutOfRangeError(f"no message at offset {offset} (BLANK or unwritten)")
         return MessageExt(offset, raw)
 
+    @gated
     def read_many(self, offsets: Sequence[int], verify_crc: bool = False) -> list[MessageExt]:
         """``[read(o, verify_crc) for o in offsets]``, decoding each run of offsets in one file in
         one kernel call (how a pull's messages are read). Raises as ``read`` does, for the first
@@ -563,11 +579,24 @@ class CommitLog:
         """Every record and BLANK from ``from_offset`` (a record boundary) in physical order.
 
         Stops at the end of the data; if invalid bytes stop the walk, a ``ScanStop`` saying where
-        and why is yielded last (a torn tail after a crash is reported, not decoded).
+        and why is yielded last (a torn tail after a crash is reported, not decoded). Records are
+        read a few hundred at a time inside the gate, never across a ``yield``: a close between
+        two steps ends the walk with StoreClosedError.
         """
         self._check_open()
-        offset = self.min_offset if from_offset is None else int_arg(from_offset, "from_offset")
+        offset: int | None = self.min_offset if from_offset is None else int_arg(from_offset, "from_offset")
         verify_crc = bool_arg(verify_crc, "verify_crc")
+        while offset is not None:
+            with self._gate:
+                self._check_open()
+                items, offset = self._records_step(offset, verify_crc, _ITER_STEP)
+            yield from items
+
+    def _records_step(self, offset: int, verify_crc: bool,
+                      most: int) -> tuple[list[MessageExt | Blank | ScanStop], int | None]:
+        """Up to ``most`` items of ``iter_records`` from ``offset``, and the offset the walk goes on
+        from (None: it ended)."""
+        out: list[MessageExt | Blank | ScanStop] = []
         decode = self._codec.decode_record
         peek = self._codec.peek_record
         for mf in self.queue:
@@ -576,27 +605,31 @@ class CommitLog:
             pos = max(0, offset - mf.file_from_offset)
             limit = mf.wrote_position
             while pos < limit:
+                if len(out) >= most:
+                    return out, mf.file_from_offset + pos
                 status, size = peek(mf.mm, pos, limit)
                 if status == L.ST_BLANK:
-                    yield Blank(mf.file_from_offset + pos, size, mf.file_end_offset)
+                    out.append(Blank(mf.file_from_offset + pos, size, mf.file_end_offset))
                     break
                 if status == L.ST_END:
-                    return
+                    return out, None
                 try:
                     raw = decode(mf.mm, pos, limit, verify_crc)
                 except CorruptionError as e:
                     st = {"TruncatedRecordError": L.ST_TORN, "BadMagicError": L.ST_BAD_MAGIC,
                           "ChecksumError": L.ST_BAD_CRC}.get(type(e).__name__, L.ST_BAD_SIZE)
-                    yield ScanStop(mf.file_from_offset + pos, st, mf.path)
-                    return
+                    out.append(ScanStop(mf.file_from_offset + pos, st, mf.path))
+                    return out, None
                 assert raw is not None
-                yield MessageExt(mf.file_from_offset + pos, raw)
+                out.append(MessageExt(mf.file_from_offset + pos, raw))
                 pos += raw[0]
             else:
                 if limit < mf.file_size:
-                    return
+                    return out, None
             offset = mf.file_end_offset
+        return out, None
 
+    @gated
     def read_batch(self, offset: int, max_records: int = 1024, verify_crc: bool = False) -> RecordBatch:
         """Decode up to ``max_records`` consecutive records from ``offset`` into columns.
 
@@ -637,15 +670,23 @@ class CommitLog:
         ext = self.external_durable
         return own if ext is None else max(own, int(ext.durable_offset))
 
+    @gated
     def flush(self) -> int:
         """Make every appended byte durable; returns the flushed offset."""
+        return self._flush()
+
+    def _flush(self) -> int:
+        """``flush`` outside the gate: for the owner's flush services and its own close."""
         self._check_open()
         return self.queue.flush()
 
     def close(self) -> None:
-        """Flush (unless read-only), unmap and close every file. Idempotent."""
+        """Flush (unless read-only), unmap and close every file. Idempotent. Reads and appends under
+        way finish first; later ones raise StoreClosedError."""
         if self._closed:
             return
+        self._gate.seal()
+        self._gate.wait_idle()
         if self._warmer is not None:
             self._warmer.stop()
             self._warmer = None

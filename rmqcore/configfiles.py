@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +80,17 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+_PERSIST_LOCK = threading.Lock()
+
+
 def persist(path: Path, text: str) -> None:
-    """Write ``text`` durably, keeping the previous file as ``.bak``."""
+    """Write ``text`` durably, keeping the previous file as ``.bak``. Threads persisting at once
+    take turns (they would share ``<name>.tmp``)."""
+    with _PERSIST_LOCK:
+        _persist(path, text)
+
+
+def _persist(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with full_disk_is_error(str(path)):

@@ -422,7 +422,7 @@ class SegmentIndexService:
         return all(s.monotonic for s in self.segments.values())
 
     def flush(self) -> None:
-        for s in self.segments.values():
+        for s in list(self.segments.values()):  # dispatch (the reput thread) may add one meanwhile
             s.flush()
 
     def close(self) -> None:

@@ -14,6 +14,9 @@
   consumer offsets are kept in ``config/consumerOffset.json`` as a broker writes it.
 
 Concurrency: one writer (puts serialise on the CommitLog's lock); reads may run on other threads.
+Every public call runs inside the store's lifecycle gate (``rmqcore.lifecycle``): ``close()`` seals
+it, waits for the calls under way, seals the CommitLog against appends, then dispatches, flushes
+and lets go of the files, so a call racing ``close()`` completes or raises StoreClosedError.
 Several processes: at most one opens a store for writing (``lock`` file); a read-only open of a live
 store sees complete records only (it scans to the last valid record at open and never writes).
 """
@@ -75,6 +78,7 @@ from .errors import (
     StoreLockedError,
 )
 from .flush import AsyncFlushService, DurableAck, GroupCommitService
+from .lifecycle import gated, new_gate
 from .message import MessageExt, compute_tags_code, decode_message_id
 from .recovery import QueueRepair, RecoveryReport, cut_commitlog, record_sound, unit_problem
 from .warmahead import Region, WarmAhead, ahead_end, index_region
@@ -282,6 +286,8 @@ class MessageStore:
                     raise ConfigError(f"{self.store_dir} was created with {k}={v}, not {overrides[k]}")
         self.config = cfg = cfg.replace(**geometry) if geometry else cfg
         self._closed = False
+        self._gate = new_gate(f"the store {self.store_dir} is closed", self.impl)
+        self._close_lock = threading.Lock()  # one close at a time; a second one returns once it is closed
         self._lock_fd: int | None = None
         if not read_only:
             self.store_dir.mkdir(parents=True, exist_ok=True)
@@ -332,10 +338,10 @@ class MessageStore:
             self.store_dir, file_size=cfg.commitlog_file_size, flavour=cfg.flavour, store_host=cfg.store_host,
             clock=cfg.clock, max_message_size=cfg.max_message_size, read_only=self.read_only,
             check_crc=cfg.check_crc_on_recover, recover=False, impl=self.impl, warm_next=cfg.warm_mapped_file,
-            huge_pages=self._huge_pages,
+            huge_pages=self._huge_pages, gate=self._gate,
         )
         self._topics: dict[str, int] = {}
-        self._views_out = 0
+        self._views_out: dict[int, int] = {}  # record_views blocks open, per thread
         self._disk_full = False
         self._seek_cols = np.empty((L.NCOLUMNS, 64), dtype=np.int64)
         self._dispatch_lock = threading.Lock()
@@ -364,7 +370,8 @@ class MessageStore:
         self._max_batch = cfg.max_msgs_num_batch
         self._lookup: Any = None
         # lookup's fast path in one native call, bound over the method below (as put is)
-        self._lookup_front = self._keylookup.LookupFront(self._lookup_general, self._query_general, MessageExt)
+        self._lookup_front = self._keylookup.LookupFront(self._lookup_general, self._query_general, MessageExt,
+                                                         self._gate)
         self.lookup = self._lookup_front.lookup  # type: ignore[method-assign]
         self.query_by_key = self._lookup_front.query_by_key  # type: ignore[method-assign]
         self._lookup_files: Any = None
@@ -374,6 +381,7 @@ class MessageStore:
         self._last_dispatched_ts = 0
         self._topic_names: list[str] = []
         self._offsets: dict[str, dict[int, int]] = {}
+        self._offsets_lock = threading.Lock()
         self._load_consumer_offsets()
         self._load_topics()
         self._load_consume_queues()
@@ -388,7 +396,7 @@ class MessageStore:
                 self.put = self._put_sync  # type: ignore[method-assign]
             else:
                 self._async_flush = AsyncFlushService(
-                    lambda: cl.flushed_offset, lambda: cl.max_offset, cl.flush, cfg.flush_interval_ms,
+                    lambda: cl.flushed_offset, lambda: cl.max_offset, cl._flush, cfg.flush_interval_ms,
                     cfg.flush_least_pages, cfg.flush_thorough_interval_ms)
                 self.put = cl.put  # type: ignore[assignment]  # the native hot path, one C call
             # consume queues, index files and the checkpoint are flushed on their own schedule
@@ -759,29 +767,33 @@ class MessageStore:
         if self._closed:
             raise StoreClosedError(f"the store {self.store_dir} is closed")
         if self._read_your_writes and self.reput_from_offset < self.commitlog.max_offset:
-            self.dispatch()
+            self._dispatch(None, False)
 
     def _check_writable(self) -> None:
         self._check_open()
         if self.read_only:
             raise ReadOnlyError(f"{self.store_dir} was opened read-only")
 
+    @gated
     def put(self, topic: str, body: bytes, queue_id: int = 0, **kwargs: Any) -> AppendResult:
         """Append one message (see CommitLog.put for the arguments); dispatch follows before the next
         read. A writable store binds this name to the CommitLog's native put (one C call)."""
         self._check_writable()
         return self.commitlog.put(topic, body, queue_id, **kwargs)
 
+    @gated
     def _put_sync(self, topic: str, body: bytes, queue_id: int = 0, **kwargs: Any) -> AppendResult:
         assert self._group_commit is not None
         return self._group_commit.durable(self.commitlog.put(topic, body, queue_id, **kwargs))  # type: ignore[no-any-return]
 
+    @gated
     def warm_up(self) -> None:
         """Fault in the CommitLog's current and next file before writing (``CommitLog.warm_up``,
         RocketMQ's warmMappedFile), so the first appends do not pay first-touch page faults."""
         self._check_writable()
         self.commitlog.warm_up()
 
+    @gated
     def put_async(self, topic: str, body: bytes, queue_id: int = 0, **kwargs: Any) -> DurableAck:
         """Append one message and return at once with a DurableAck (RocketMQ 5's asyncPutMessage).
 
@@ -797,6 +809,7 @@ class MessageStore:
             gc.request(r.physical_offset + r.size)
         return DurableAck(r, gc)
 
+    @gated
     def put_batch(self, topic: str, bodies: Sequence[bytes], queue_id: int = 0, **kwargs: Any) -> BatchAppendResult:
         """Append a batch (see CommitLog.put_batch); with SYNC_FLUSH it returns once durable."""
         self._check_writable()
@@ -811,9 +824,14 @@ class MessageStore:
         """Bytes of CommitLog not yet dispatched to consume queues and index files."""
         return max(0, self.commitlog.max_offset - self.reput_from_offset)
 
+    @gated
     def consume_queue(self, topic: str, queue_id: int, create: bool = False) -> ConsumeQueue | None:
         """The ConsumeQueue of (topic, queue_id), None when there is none; ``create`` makes an
         empty one (a str topic and a queue id in [0, 2**31 - 1], else ConfigError)."""
+        return self._consume_queue(topic, queue_id, create)
+
+    def _consume_queue(self, topic: str, queue_id: int, create: bool) -> ConsumeQueue | None:
+        """``consume_queue`` outside the gate (dispatch, which close runs too)."""
         cq = self._queue_of(topic, queue_id)
         if cq is None and bool_arg(create, "create"):
             if type(topic) is not str or type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
@@ -824,6 +842,7 @@ class MessageStore:
             self._note_topic(topic, queue_id)
         return cq
 
+    @gated
     def dispatch(self, limit: int | None = None) -> int:
         """Dispatch CommitLog records from ``reput_from_offset`` up to the end (or ``limit``).
 
@@ -970,7 +989,7 @@ class MessageStore:
         ``position`` of ``path`` needs it; a topic that cannot be a directory name is reported
         there (RocketMQ would create the directory wherever the topic points)."""
         try:
-            cq = self.consume_queue(topic_b.decode("utf-8"), queue_id, create=True)  # ConsumeQueue checks the topic
+            cq = self._consume_queue(topic_b.decode("utf-8"), queue_id, True)  # ConsumeQueue checks the topic
         except InvalidTopicError as e:
             raise InvalidRecordError(str(e), position, None if path is None else str(path)) from None
         assert cq is not None
@@ -1074,7 +1093,7 @@ class MessageStore:
         sel = np.flatnonzero(to_cq)
         if len(sel):
             def queue_of(g: int) -> ConsumeQueue:
-                cq = self.consume_queue(names[g >> 32], g & 0xFFFFFFFF, create=True)
+                cq = self._consume_queue(names[g >> 32], g & 0xFFFFFFFF, True)
                 assert cq is not None
                 return cq
 
@@ -1131,6 +1150,7 @@ class MessageStore:
             self._reput_error = e
             return
 
+    @gated
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Wait until dispatch has caught up with the CommitLog (background mode); False when it has
         not within ``timeout`` seconds.
@@ -1138,11 +1158,14 @@ class MessageStore:
         Raises:
             ConfigError: ``timeout`` is not a number (an int or a float, not NaN).
             DiskFullError: the reput thread is waiting out a full disk.
+            StoreClosedError: the store closed meanwhile (its close waits for this call).
         """
         deadline = time.monotonic() + real_arg(timeout, "timeout")
         while self.dispatch_lag > 0:
             if self._reput_error is not None:
                 raise self._reput_error
+            if self._gate.sealed:
+                raise StoreClosedError(f"the store {self.store_dir} is closed")
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.0005)
@@ -1157,18 +1180,21 @@ class MessageStore:
         except TypeError:
             raise ConfigError(f"no queue is named by topic {topic!r} and queue_id {queue_id!r}") from None
 
+    @gated
     def min_offset(self, topic: str, queue_id: int) -> int:
         """getMinOffsetInQueue (0 for an unknown queue)."""
         self._caught_up()
         cq = self._queue_of(topic, queue_id)
         return cq.min_offset if cq else 0
 
+    @gated
     def max_offset(self, topic: str, queue_id: int) -> int:
         """getMaxOffsetInQueue: one past the last message (0 for an unknown queue)."""
         self._caught_up()
         cq = self._queue_of(topic, queue_id)
         return cq.max_offset if cq else 0
 
+    @gated
     def read_record_bytes(self, physical_offset: int, size: int) -> bytes:
         """The ``size`` bytes of CommitLog at ``physical_offset`` (a record as ``GetResult`` names
         it: its physical offset and size), copied out.
@@ -1188,6 +1214,7 @@ class MessageStore:
             raise OffsetOutOfRangeError(f"record at {physical_offset} runs past the written data")
         return bytes(mf.mm[pos : pos + size])
 
+    @gated
     def get_messages(
         self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
         max_bytes: int = 128 * 1024 * 1024, tag_filter: str | None = None,
@@ -1339,6 +1366,7 @@ class MessageStore:
         if lk is not None:
             lk.release()
 
+    @gated
     def query_offsets(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1, max_num: int = 64) -> list[int]:
         """The raw index answer of queryMessage: physical offsets sorted ascending (hash matches only).
 
@@ -1351,15 +1379,15 @@ class MessageStore:
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
         max_num = min(max_num, self.config.max_msgs_num_batch)
-        try:  # one kernel call over the mapped index files; the general path below when it cannot answer
-            got = self._current_lookup().offsets_raw(topic, key, begin, end, max_num)
-        except ValueError:  # released meanwhile
-            got = 2
+        # one kernel call over the mapped index files; the general path below when it cannot answer
+        # (2: released meanwhile included)
+        got = self._current_lookup().offsets_raw(topic, key, begin, end, max_num)
         if type(got) is list:
             return got
         raw, _, _ = self.index.query_offset(topic, key, max_num, begin, end)
         return sorted(raw)
 
+    @gated
     def get_by_msg_id(self, msg_id: str) -> MessageExt:
         """The message with this offset message id (store host + physical offset)."""
         self._check_open()
@@ -1369,6 +1397,7 @@ class MessageStore:
             raise OffsetOutOfRangeError(f"message id {msg_id} names store host {host}, the record says {m.store_host}")
         return m
 
+    @gated
     def store_time_of(self, physical_offset: int, size: int = 0) -> int | None:
         """STORETIMESTAMP of the record at ``physical_offset`` (CommitLog.pickupStoreTimestamp)."""
         physical_offset = int_arg(physical_offset, "physical_offset")
@@ -1383,6 +1412,7 @@ class MessageStore:
         at = pos + (68 if sys_flag & L.FLAG_BORNHOST_V6 else 56)
         return int.from_bytes(mf.mm[at : at + 8], "big", signed=True)
 
+    @gated
     def offset_by_time(self, topic: str, queue_id: int, timestamp: int, boundary: str = BOUNDARY_LOWER) -> int:
         """getOffsetInQueueByTime(ts, boundary): LOWER = first message stored at or after ``ts``,
         UPPER = last message stored at or before it (RocketMQ 5.x semantics), NEAREST = the 4.x
@@ -1398,6 +1428,7 @@ class MessageStore:
             return self._offset_by_time_indexed(cq, timestamp, boundary)
         return cq.offset_by_time(timestamp, self.store_time_of, self.commitlog.min_offset, boundary)
 
+    @gated
     def commitlog_offset_by_time(self, timestamp: int, after: bool = False) -> int:
         """The CommitLog offset of the first record stored at or after ``timestamp`` (strictly after
         with ``after=True``); the end of the log when there is none. Uses the segment time index to
@@ -1433,6 +1464,7 @@ class MessageStore:
         k = cq.first_at_or_after(self.commitlog_offset_by_time(timestamp, after=True)) - 1
         return k if k >= cq.min_offset else 0
 
+    @gated
     def earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
         """Store time of the oldest message (of one queue when given), -1 when there is none."""
         self._caught_up()
@@ -1452,8 +1484,9 @@ class MessageStore:
     def record_views(self, physical_offsets: Sequence[int]) -> Iterator[list[memoryview]]:
         """Zero-copy: read-only memoryviews of records (``GetResult.physical_offsets``), valid only
         inside the ``with`` block. While views are out, their files cannot be unmapped (closing the
-        store raises BufferError), so no view ever points at unmapped memory; they are released on
-        exit even when the block raises.
+        store on the thread holding them raises BufferError; on another thread close waits for the
+        block to end), so no view ever points at unmapped memory; they are released on exit even
+        when the block raises.
 
             with store.record_views(result.physical_offsets) as views:
                 for v in views: handle(v)          # bytes of each record, no copy
@@ -1464,23 +1497,35 @@ class MessageStore:
         except TypeError:
             raise ConfigError(f"physical_offsets must be an iterable of ints, not {physical_offsets!r}") from None
         views: list[memoryview] = []
-        self._views_out += 1
+        # the block runs inside the gate: close() on another thread waits for it (and the block's
+        # store calls raise StoreClosedError meanwhile); on this thread it raises BufferError
+        me = threading.get_ident()
+        self._gate.enter()
+        self._views_out[me] = self._views_out.get(me, 0) + 1
         try:
-            for off in offsets:
-                off = int_arg(off, "a physical offset")
-                mf = self.commitlog.queue.find(off)
-                pos = off - mf.file_from_offset
-                status, size = self.commitlog._codec.peek_record(mf.mm, pos, mf.wrote_position)
-                if status != L.ST_MSG:
-                    raise OffsetOutOfRangeError(f"no record at offset {off}")
-                base = memoryview(mf.mm)
-                views.append(base[pos : pos + size].toreadonly())
-                base.release()
+            self._take_views(offsets, views)
             yield views
         finally:
             for v in views:
                 v.release()
-            self._views_out -= 1
+            if self._views_out[me] == 1:
+                del self._views_out[me]
+            else:
+                self._views_out[me] -= 1
+            self._gate.leave()
+
+    def _take_views(self, offsets: Iterator[Any], views: list[memoryview]) -> None:
+        """``record_views``' views, appended to ``views`` as they are made."""
+        for off in offsets:
+            off = int_arg(off, "a physical offset")
+            mf = self.commitlog.queue.find(off)
+            pos = off - mf.file_from_offset
+            status, size = self.commitlog._codec.peek_record(mf.mm, pos, mf.wrote_position)
+            if status != L.ST_MSG:
+                raise OffsetOutOfRangeError(f"no record at offset {off}")
+            base = memoryview(mf.mm)
+            views.append(base[pos : pos + size].toreadonly())
+            base.release()
 
     def iter_queue(self, topic: str, queue_id: int, offset: int = 0) -> Iterator[MessageExt]:
         """Every message of a queue from ``offset``, decoded."""
@@ -1505,6 +1550,7 @@ class MessageStore:
         """Writes are refused: the disk was past ``disk_space_warning_level_ratio`` at the last clean."""
         return self._disk_full
 
+    @gated
     def clean_expired(self, now_ms: int | None = None, *, force: bool = False,
                       usage_ratio: float | None = None) -> list[str]:
         """Delete expired CommitLog files, then the consume-queue and index files and the columnar
@@ -1578,6 +1624,7 @@ class MessageStore:
             self.put = self._put_sync if self._group_commit is not None else self.commitlog.put  # type: ignore[assignment]
 
     # -- consumer offsets ---------------------------------------------------------------------------------
+    @gated
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Record the next offset ``group`` will consume (persisted to config/consumerOffset.json).
 
@@ -1595,16 +1642,17 @@ class MessageStore:
         if not _I64_MIN <= offset <= _I64_MAX:
             raise InvalidMessageError(f"offset {offset} is out of the int64 range")
         key = f"{topic}@{group}"
-        before = self._offsets.get(key)
-        self._offsets[key] = {**(before or {}), queue_id: offset}
-        try:
-            self._persist_consumer_offsets()
-        except BaseException:  # not committed (DiskFullError...): fetch_offset keeps the old answer
-            if before is None:
-                del self._offsets[key]
-            else:
-                self._offsets[key] = before
-            raise
+        with self._offsets_lock:  # commits of other threads: one table written at a time
+            before = self._offsets.get(key)
+            self._offsets[key] = {**(before or {}), queue_id: offset}
+            try:
+                self._persist_consumer_offsets()
+            except BaseException:  # not committed (DiskFullError...): fetch_offset keeps the old answer
+                if before is None:
+                    del self._offsets[key]
+                else:
+                    self._offsets[key] = before
+                raise
 
     def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset of ``group`` on a queue, -1 when none (queryOffset)."""
@@ -1616,11 +1664,16 @@ class MessageStore:
         return dict(self._topics)
 
     # -- lifecycle ----------------------------------------------------------------------------------------
+    @gated
     def flush(self) -> None:
         """Make everything durable: CommitLog, consume queues, index files, then the checkpoint
         (pending dispatch runs first, so what was put is in the consume queues and the index)."""
+        self._flush()
+
+    def _flush(self) -> None:
+        """``flush`` outside the gate (close)."""
         self._caught_up()
-        self.commitlog.flush()
+        self.commitlog._flush()
         self._persist_topics_if_dirty()
         ts = self._last_dispatched_ts  # before the syncs: what the reput thread adds meanwhile may miss them
         if ts > 0:
@@ -1677,20 +1730,32 @@ class MessageStore:
             self.checkpoint.flush()
 
     def close(self) -> None:
-        """Dispatch what is pending, flush everything, release the lock. Idempotent.
+        """Dispatch what is pending, flush everything, release the lock. Idempotent, and safe while
+        other threads use the store: calls under way finish first (appends included), later ones
+        raise StoreClosedError; a second close() meanwhile returns once the store is closed.
 
         Raises:
-            BufferError: zero-copy record views are still out (nothing is changed; release them).
+            BufferError: this thread still holds zero-copy record views (nothing is changed; leave
+                their ``with`` block first). Views of other threads are waited for.
         """
-        if self._closed:
-            return
-        if self._views_out:
-            raise BufferError("record views are still in use; leave their `with` block before closing")
+        with self._close_lock:
+            if self._closed:
+                return
+            if threading.get_ident() in self._views_out:  # waiting for its own block would never end
+                raise BufferError("record views are still in use; leave their `with` block before closing")
+            self._gate.seal()  # from here every call raises StoreClosedError,
+            self.commitlog.seal()  # and every append (one under way finishes first);
+            self._gate.wait_idle()  # the calls under way (record_views blocks too) have finished
+            self._close_sealed()
+
+    def _close_sealed(self) -> None:
+        """``close`` once no call is under way: threads stop, then the last dispatch and flush, and
+        the files go."""
         self._stop_threads()
         try:
             if not self.read_only:
-                self.dispatch()
-                self.flush()
+                self._dispatch(None, False)
+                self._flush()
                 if self._group_commit is not None:  # acks still held by producers see the close's flush
                     self._group_commit.mark_durable(self.commitlog.flushed_offset)
                 self.checkpoint.flush()
@@ -1709,6 +1774,7 @@ class MessageStore:
         maps and descriptors, consume queues, index files, flushers), writing nothing; they used
         to stay open until garbage collected."""
         self._closed = True
+        self._gate.seal()
         try:
             self._stop_threads()
         finally:

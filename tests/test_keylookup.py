@@ -272,7 +272,8 @@ def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_pa
         assert s.lookup("T", "k1") == b"one" and s._lookup_front.current is s._lookup
         calls: list[tuple[Any, ...]] = []
         queries: list[tuple[Any, ...]] = []
-        front = kl.LookupFront(lambda *a: calls.append(a) or b"general", lambda *a: queries.append(a) or ["q"], MessageExt)
+        front = kl.LookupFront(lambda *a: calls.append(a) or b"general", lambda *a: queries.append(a) or ["q"], MessageExt,
+                               _impl.kernel("gate", impl.name).Gate("closed"))
         assert front.query_by_key("T", "k1") == ["q"] and queries == [("T", "k1", 0, 2**63 - 1, 64, False)]
         assert front.lookup("T", "k1") == b"general" and calls == [("T", "k1", 0, 2**63 - 1)]
         front.current = s._lookup

@@ -7,7 +7,10 @@
 or go), so a query is one call: hash ``topic#key`` over the str's UTF-8 (Java's UTF-16 units),
 walk the index chains (``csrc/rmq_index.c``), validate each hit's record (``rmq_check_record``)
 and re-check topic and key on the raw bytes (``csrc/rmq_lookup.c``). The GIL is held: a query is
-about a microsecond, and holding it keeps ``release()`` from running under a walk.
+about a microsecond, and holding it keeps ``release()`` from running under a walk. The one nogil
+section, the key cache taking in new index entries, is pinned: a ``release()`` meanwhile waits for
+it, and the query then stops without touching a buffer (answering 2: the general path decides).
+``LookupFront`` runs each call inside the store's lifecycle gate (``gate.pxd``).
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release
 from cpython.bytes cimport PyBytes_FromStringAndSize
@@ -53,6 +56,10 @@ cdef extern from "rmq_keycache.h" nogil:
 cdef extern from "rmq_endian.h" nogil:
     int32_t rmq_observe_be32s(const void *p)
     int64_t rmq_observe_i64(const int64_t *p)
+    void rmq_publish_i64(int64_t *p, int64_t v)
+
+cdef extern from "<sched.h>" nogil:
+    int sched_yield()
 
 from .codec cimport (
     RMQ_ST_BLANK,
@@ -65,6 +72,7 @@ from .codec cimport (
     rmq_check_record,
     rmq_record,
 )
+from .gate cimport Gate
 from .indexfile cimport (
     RMQ_INDEX_OK,
     rmq_index_check,
@@ -148,8 +156,11 @@ cdef int _check_in(const unsigned char *buf, Py_ssize_t buflen, int64_t file_fro
 cdef class KeyCache:
     """The newest indexed offset of each key hash (see the pure twin and csrc/rmq_keycache.h).
     Outlives the KeyLookups the store rebuilds; remembers how many entries of each index file
-    (by name) it has taken in."""
+    (by name) it has taken in. ``_ingesting`` is set (with the GIL) while one thread takes entries
+    in without the GIL: the table may be reallocated meanwhile, so no other thread reads it then
+    (their lookups walk the index instead)."""
     cdef rmq_keycache c
+    cdef bint _ingesting
     cdef dict _pos
     cdef int64_t *_counts
     cdef Py_ssize_t _n, _cap
@@ -157,6 +168,7 @@ cdef class KeyCache:
     def __cinit__(self):
         self._counts = NULL
         self._n = self._cap = 0
+        self._ingesting = False
         self._pos = {}
         if rmq_kc_init(&self.c, 1024) != 0:
             raise MemoryError()
@@ -213,6 +225,8 @@ cdef class KeyLookup:
     cdef const int64_t *_disp_p
     cdef int64_t _static_end
     cdef int64_t _max_num
+    cdef bint _released  # set first by release(): no call starts, and one under way stops, on it
+    cdef int64_t _pinned  # calls in a nogil section over the buffers (release() waits for them)
 
     def __cinit__(self, index_buffers, slot_count, max_entries, max_steps, commitlog_buffers, commitlog_froms,
                   live=None, dispatched=None, static_end=0, max_num=64, cache=None, index_ids=None):
@@ -224,6 +238,8 @@ cdef class KeyLookup:
         self._nidx = self._ncl = 0
         self._live_p = NULL
         self._disp_p = NULL
+        self._released = False
+        self._pinned = 0
 
     def __init__(self, index_buffers, slot_count, max_entries, max_steps, commitlog_buffers, commitlog_froms,
                   live=None, dispatched=None, static_end=0, max_num=64, cache=None, index_ids=None):
@@ -269,7 +285,16 @@ cdef class KeyLookup:
             self._kc = cache
 
     def release(self):
+        """Let go of every buffer. A call of another thread in a nogil section over them (taking in
+        index entries for the key cache) finishes that section first, and then stops (answering 2,
+        the general path) instead of going on: when this returns, nothing of this lookup points
+        into a map, which may then be closed. Calls on a released lookup answer 2 as well."""
         cdef Py_ssize_t i
+        self._released = True
+        if self._pinned:
+            with nogil:
+                while rmq_observe_i64(&self._pinned) > 0:
+                    sched_yield()
         for i in range(self._nidx):
             PyBuffer_Release(&self._idx[i])
         for i in range(self._ncl):
@@ -326,8 +351,8 @@ cdef class KeyLookup:
         # allocated first: a collection (an allocation may run one, and its finalizers may release
         # this lookup) must not come between the check below and the walk
         hits = None if newest_body else []
-        if self._idx == NULL:
-            raise ValueError("the lookup was released")
+        if self._released:
+            return False, None
         if not _encode_key(topic, key, &t, &tlen, &k, &klen, &key_hash):
             return False, None
         if max_num <= 0:
@@ -412,12 +437,16 @@ cdef class KeyLookup:
         return -1 if self._from[lo] > off else lo
 
     cdef int _cache_sync(self) except -1:
-        """Take in the index entries added since the cache last looked (sequential reads)."""
+        """Take in the index entries added since the cache last looked (sequential reads). 0 when
+        the cache may be read now, 1 when another thread is taking entries in (leave it alone) or
+        the lookup was released meanwhile."""
         cdef Py_ssize_t i, p
         cdef int64_t cnt, have
         cdef const unsigned char *buf
         cdef KeyCache kc = self._kc
         cdef int rc
+        if kc._ingesting:
+            return 1
         for i in range(self._nidx):
             buf = <const unsigned char *>self._idx[i].buf
             cnt = rmq_observe_be32s(buf + 36)  # the header's index count: entries [1, count) are written
@@ -426,19 +455,28 @@ cdef class KeyLookup:
             p = self._kcpos[i]
             have = kc._counts[p]
             if cnt > have:
+                # pinned: a release() on another thread meanwhile waits for this section, and this
+                # call then stops (the buffers go when it returns)
+                rmq_publish_i64(&self._pinned, self._pinned + 1)
+                kc._ingesting = True
                 with nogil:
                     rc = rmq_kc_ingest(&kc.c, buf, self._slots, <uint32_t>(have if have >= 1 else 1), <uint32_t>cnt)
+                kc._ingesting = False
+                rmq_publish_i64(&self._pinned, self._pinned - 1)
                 if rc != 0:
                     raise MemoryError()
                 kc._counts[p] = cnt
+                if self._released:
+                    return 1
+        return 0
         return 0
 
-    cdef int64_t _end_now(self) except -2:
+    cdef int64_t _end_now(self) noexcept:
         """The CommitLog end a query sees: the appender's published end (``static_end`` while it
-        publishes none); -1 when the store's dispatched end is behind it."""
+        publishes none); -1 when the store's dispatched end is behind it, -2 once released."""
         cdef int64_t cl_end = self._static_end, done
-        if self._idx == NULL:
-            raise ValueError("the lookup was released")
+        if self._released:
+            return -2
         if self._live_p != NULL:
             done = rmq_observe_i64(self._live_p)
             if done >= 0:
@@ -458,7 +496,7 @@ cdef class KeyLookup:
         Returns bytes or None, 1, or 2 when the general path must answer."""
         cdef int64_t cl_end = self._end_now()
         if cl_end < 0:
-            return 1
+            return 1 if cl_end == -1 else 2
         if self._kc is not None and begin <= 0 and end == INT64_MAX:
             # the cache names the newest entry of the key's hash: when its record is this key's,
             # no newer message has the key; anything else (a collision, a record gone) walks
@@ -477,7 +515,7 @@ cdef class KeyLookup:
     cdef object _offsets_now(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num,
                              int64_t cl_end):
         if cl_end < 0:
-            return 1
+            return 1 if cl_end == -1 else 2
         if self._kc is not None and begin <= 0 and end == INT64_MAX and max_num > 0:
             # a key hash indexed once: its one entry is all the walk would find
             got = self._cached_offsets(topic, key, cl_end)
@@ -517,7 +555,7 @@ cdef class KeyLookup:
         raws = []
         built = True
         for o in <list>got:  # cl_end >= 0 here: the offsets are an answer
-            if self._idx == NULL:
+            if self._released:
                 return 2  # released meanwhile (files changed)
             off = o
             lo = self._file_of(off)
@@ -549,7 +587,8 @@ cdef class KeyLookup:
         cdef const unsigned char *k
         cdef const unsigned char *buf = NULL
         cdef int32_t key_hash, n
-        self._cache_sync()
+        if self._cache_sync():
+            return -1
         if not _encode_key(topic, key, &t, &tlen, &k, &klen, &key_hash):
             return -1
         off[0] = rmq_kc_get_n(&self._kc.c, key_hash, &n)
@@ -586,17 +625,18 @@ cdef class KeyLookup:
         cdef Py_buffer view
         cdef int m
         cdef KeyCache kc = self._kc
-        self._cache_sync()
+        if self._cache_sync():
+            return None
         if not _encode_key(topic, key, &t, &tlen, &k, &klen, &key_hash):
             return None
         rmq_kc_prefetch(&kc.c, key_hash)
         msg = alloc_message(factory)
-        if msg is None:
+        if msg is None or self._released or kc._ingesting:  # released, or taking in, during the allocation
             return None
         off = rmq_kc_get_n(&kc.c, key_hash, &n)
         if n == 0:
             return []
-        if n != 1 or self._idx == NULL:  # more than one entry, or released during the allocation
+        if n != 1:  # more than one entry
             return None
         lo = self._file_holding(off, 0, cl_end)
         if lo < 0:
@@ -622,7 +662,8 @@ cdef class KeyLookup:
         cdef int32_t key_hash
         cdef int64_t off
         cdef rmq_record rec
-        self._cache_sync()
+        if self._cache_sync():
+            return None
         if not _encode_key(topic, key, &t, &tlen, &k, &klen, &key_hash):
             return None
         off = rmq_kc_get(&self._kc.c, key_hash)
@@ -650,34 +691,46 @@ cdef class LookupFront:
     cdef object _general
     cdef object _query
     cdef object _message
+    cdef Gate _gate
 
-    def __init__(self, general, query, message):
+    def __init__(self, general, query, message, Gate gate not None):
         self._general = general
         self._query = query
         self._message = message
+        self._gate = gate
         self.current = None
 
     def lookup(self, topic, key, begin=0, end=INT64_MAX):
+        cdef Gate gate = self._gate
+        gate.enter_c()
+        try:
+            return self._lookup(topic, key, begin, end)
+        finally:
+            gate.leave_c()
+
+    cdef object _lookup(self, topic, key, begin, end):
         cdef KeyLookup lk = self.current
         cdef int64_t b, e
         if lk is not None and type(topic) is str and type(key) is str and _i64(begin, &b) and _i64(end, &e):
-            try:
-                got = lk._newest_body(topic, key, b, e)
-            except ValueError:  # released by another thread (files changed) since it was set
-                got = 2
+            got = lk._newest_body(topic, key, b, e)  # 2 when released since it was set (files changed)
             if type(got) is not int:
                 return got
         return self._general(topic, key, begin, end)
 
     def query_by_key(self, topic, key, begin=0, end=INT64_MAX, max_num=64, *, raw=False):
+        cdef Gate gate = self._gate
+        gate.enter_c()
+        try:
+            return self._query_by_key(topic, key, begin, end, max_num, raw)
+        finally:
+            gate.leave_c()
+
+    cdef object _query_by_key(self, topic, key, begin, end, max_num, raw):
         cdef KeyLookup lk = self.current
         cdef int64_t b, e, n
         if (lk is not None and raw is False and type(topic) is str and type(key) is str and _i64(begin, &b)
                 and _i64(end, &e) and _i64(max_num, &n)):
-            try:
-                got = lk._messages_now(topic, key, b, e, n, self._message)
-            except ValueError:  # released by another thread (files changed) since it was set
-                got = 2
+            got = lk._messages_now(topic, key, b, e, n, self._message)  # 2 when released since it was set
             if type(got) is list:
                 return got
         return self._query(topic, key, begin, end, max_num, raw)

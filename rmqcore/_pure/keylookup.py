@@ -14,7 +14,8 @@ UTF-8, a key that is not encodable. ``answer`` is the ascending list of matching
 ``newest_body`` the stored body of the match with the highest offset (None without a match).
 
 The lookup holds no locks; the store rebuilds it whenever a file is added or removed, and
-releases it before any file is unmapped.
+releases it before any file is unmapped. A released lookup answers every call with 2 (``find``:
+``(False, None)``): the general path, over a current lookup, answers instead.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ class KeyLookup:
     def find(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_min: int, cl_end: int,
              verify_crc: bool, newest_body: bool) -> tuple[bool, Any]:
         if self._released:
-            raise ValueError("the lookup was released")
+            return False, None
         try:
             tb, kb = topic.encode("utf-8"), key.encode("utf-8")
         except UnicodeEncodeError:
@@ -207,7 +208,7 @@ class KeyLookup:
         """The raw answer (``MessageStore.query_offsets``): the walk's offsets, hash matches only and
         no record read, sorted ascending; 2 when the general path must answer."""
         if self._released:
-            raise ValueError("the lookup was released")
+            return 2
         try:
             topic.encode("utf-8")
             key.encode("utf-8")
@@ -244,9 +245,9 @@ class KeyLookup:
 
     def _end_now(self) -> int:
         """The CommitLog end a query sees: the appender's published end (``static_end`` while it
-        publishes none); -1 when the store's dispatched end is behind it."""
+        publishes none); -1 when the store's dispatched end is behind it, -2 once released."""
         if self._released:
-            raise ValueError("the lookup was released")
+            return -2
         cl_end = self._static_end
         if self._live is not None and int(self._live[0]) >= 0:
             cl_end = int(self._live[0])
@@ -261,7 +262,7 @@ class KeyLookup:
         Returns bytes or None, 1, or 2 when the general path must answer."""
         cl_end = self._end_now()
         if cl_end < 0:
-            return 1
+            return 1 if cl_end == -1 else 2
         return self._guarded(self._newest_body, topic, key, begin, end, cl_end)
 
     def _newest_body(self, topic: str, key: str, begin: int, end: int, cl_end: int) -> bytes | None | int:
@@ -282,7 +283,7 @@ class KeyLookup:
 
     def _offsets_now(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_end: int) -> list[int] | int:
         if cl_end < 0:
-            return 1
+            return 1 if cl_end == -1 else 2
         if self._cache is not None and begin <= 0 and end == _NO_END and max_num > 0:
             # a key hash indexed once: its one entry is all the walk would find
             got = self._cached_offsets(topic, key, cl_end)
@@ -369,33 +370,40 @@ class LookupFront:
     ``query(topic, key, begin, end, max_num, raw)``) when there is none or it cannot answer
     (dispatch is behind, a record needs the general path, or it was released since it was set),
     and for arguments other than str topic and key and ints within int64 (it checks them).
-    ``message`` is the class query_by_key's matches are built as (MessageExt)."""
+    ``message`` is the class query_by_key's matches are built as (MessageExt). Each call runs inside
+    ``gate``, the store's lifecycle gate (``rmqcore._pure.gate``): once the store closes, it raises
+    StoreClosedError, and the store's close waits for the calls under way."""
 
-    def __init__(self, general: Any, query: Any, message: Any) -> None:
+    def __init__(self, general: Any, query: Any, message: Any, gate: Any) -> None:
+        if gate is None:
+            raise TypeError("a LookupFront needs the store's gate")
         self._general = general
         self._query = query
         self._message = message
+        self._gate = gate
         self.current: KeyLookup | None = None
 
     def lookup(self, topic: str, key: str, begin: int = 0, end: int = _NO_END) -> Any:
+        with self._gate:
+            return self._lookup(topic, key, begin, end)
+
+    def _lookup(self, topic: str, key: str, begin: int, end: int) -> Any:
         lk = self.current
         if lk is not None and _plain(topic, key, begin, end):
-            try:
-                got = lk.newest_body(topic, key, begin, end)
-            except ValueError:  # released by another thread (files changed) since it was set
-                got = 2
+            got = lk.newest_body(topic, key, begin, end)  # 2 when released since it was set (files changed)
             if type(got) is not int:
                 return got
         return self._general(topic, key, begin, end)
 
     def query_by_key(self, topic: str, key: str, begin: int = 0, end: int = _NO_END, max_num: int = 64, *,
                      raw: bool = False) -> Any:
+        with self._gate:
+            return self._query_by_key(topic, key, begin, end, max_num, raw)
+
+    def _query_by_key(self, topic: str, key: str, begin: int, end: int, max_num: int, raw: bool) -> Any:
         lk = self.current
         if lk is not None and raw is False and _plain(topic, key, begin, end, max_num):
-            try:
-                got = lk.messages_now(topic, key, begin, end, max_num, self._message)
-            except ValueError:  # released by another thread (files changed) since it was set
-                got = 2
+            got = lk.messages_now(topic, key, begin, end, max_num, self._message)  # 2 when released since
             if type(got) is list:
                 return got
         return self._query(topic, key, begin, end, max_num, raw)

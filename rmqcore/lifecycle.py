@@ -1,0 +1,34 @@
+"""Calls that run inside an object's lifecycle gate (``rmqcore._pure.gate``): ``close()`` seals the
+gate and waits for the calls under way before it lets go of any file, so a call racing ``close()``
+either completes or raises StoreClosedError, never meets a map closed under it."""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from . import _impl
+
+__all__ = ["gated", "new_gate"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def new_gate(closed_message: str, impl: str | None = None) -> Any:
+    """A Gate of the chosen (or named) implementation; sealed, it raises StoreClosedError(closed_message)."""
+    return _impl.kernel("gate", impl).Gate(closed_message)
+
+
+def gated(method: _F) -> _F:
+    """Run ``method`` inside ``self._gate`` (entered first: StoreClosedError once it is sealed)."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        gate = self._gate
+        gate.enter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            gate.leave()
+
+    return cast(_F, call)
