@@ -487,9 +487,13 @@ def _lock_state(store: Path) -> dict[str, Any]:
     import fcntl
     import struct
 
+    from .storelock import held_here
+
     path = store / "lock"
     if not path.is_file():
         return {"exists": False, "held": False, "pid": None}
+    if held_here(store):  # this process is the writer: the query below would drop its lock
+        return {"exists": True, "held": True, "pid": os.getpid()}
     if sys.platform.startswith("linux"):
         fmt = "hhqqi4x"
     elif sys.platform == "darwin":

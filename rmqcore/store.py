@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import functools
 import os
 import re
@@ -75,12 +74,12 @@ from .errors import (
     RmqError,
     StoreAccessError,
     StoreClosedError,
-    StoreLockedError,
 )
 from .flush import AsyncFlushService, DurableAck, GroupCommitService
 from .lifecycle import gated, new_gate
 from .message import MessageExt, compute_tags_code, decode_message_id
 from .recovery import QueueRepair, RecoveryReport, cut_commitlog, record_sound, unit_problem
+from .storelock import StoreLock
 from .warmahead import Region, WarmAhead, ahead_end, index_region
 from .wire import utf8_text
 
@@ -288,10 +287,9 @@ class MessageStore:
         self._closed = False
         self._gate = new_gate(f"the store {self.store_dir} is closed", self.impl)
         self._close_lock = threading.Lock()  # one close at a time; a second one returns once it is closed
-        self._lock_fd: int | None = None
-        if not read_only:
-            self.store_dir.mkdir(parents=True, exist_ok=True)
-            self._take_lock()
+        # one writer per directory, in this process too (StoreLock); a failed open undoes it
+        self._lock: StoreLock | None = None if read_only else StoreLock(self.store_dir)
+        self._open_failed = False
         try:
             self._open(cfg, fresh=saved is None)
         except BaseException:
@@ -299,24 +297,10 @@ class MessageStore:
             raise
 
     # -- opening -------------------------------------------------------------------------------------
-    def _take_lock(self) -> None:
-        path = self.store_dir / "lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        except OSError:
-            os.close(fd)
-            raise StoreLockedError(f"{self.store_dir} is open for writing by another process (lock held)") from None
-        os.pwrite(fd, b"lock", 0)
-        self._lock_fd = fd
-
     def _release_lock(self) -> None:
-        if self._lock_fd is not None:
-            try:
-                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, 0)
-            finally:
-                os.close(self._lock_fd)
-                self._lock_fd = None
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release(undo=self._open_failed)
 
     def _open(self, cfg: StoreConfig, fresh: bool) -> None:
         # large page-cache folios for the CommitLog and consume queues (MappedFile's _advise_huge),
@@ -1774,6 +1758,7 @@ class MessageStore:
         maps and descriptors, consume queues, index files, flushers), writing nothing; they used
         to stay open until garbage collected."""
         self._closed = True
+        self._open_failed = True  # the lock file and directory go if this open made them
         self._gate.seal()
         try:
             self._stop_threads()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from rmqcore.errors import StoreClosedError
+from rmqcore.errors import ConfigError, StoreClosedError, StoreLockedError
 from rmqcore.store import GetStatus, MessageStore
 
 GEOM = dict(commitlog_file_size=64 * 1024, cq_file_size=400, index_slots=50, index_entries=200)
@@ -106,6 +106,62 @@ def test_wait_dispatched_under_way_ends_when_the_store_closes(tmp_path: Path, im
     t.join(30)
     assert not t.is_alive() and len(out) == 1 and isinstance(out[0], StoreClosedError)
     assert not (tmp_path / "abort").exists()
+
+
+# -- one writer per store directory ---------------------------------------------------------------------
+
+def test_a_second_writer_in_this_process_is_refused(tmp_path: Path, impl) -> None:
+    """The lock file's fcntl lock belongs to the process, so it did not stop a second writable open
+    in the same process (both appended at the same offsets, one put lost): the directory, by any
+    path to it, is refused while it is open for writing; read-only opens are not; close frees it."""
+    d = tmp_path / "store"
+    a = MessageStore(d, impl=impl.name, **GEOM)
+    first = a.put("T", b"first", 0)
+    (tmp_path / "link").symlink_to(d)
+    for other in (d, tmp_path / "link", d / ".." / "store"):
+        with pytest.raises(StoreLockedError, match="in this process"):
+            MessageStore(other, impl=impl.name)
+    with MessageStore(d, read_only=True, impl=impl.name) as ro:
+        assert ro.commitlog.read(first.physical_offset).body == b"first"
+    second = a.put("T", b"second", 0)
+    a.close()
+    with MessageStore(tmp_path / "link", impl=impl.name) as b:
+        assert [m.body for m in b.get_messages("g", "T", 0, 0).messages] == [b"first", b"second"]
+        assert second.physical_offset == first.physical_offset + first.size
+    MessageStore(d, impl=impl.name).close()
+
+
+def test_a_failed_open_undoes_its_lock(tmp_path: Path, impl) -> None:
+    """An open refused by a config check leaves nothing behind: not the lock file it made, not the
+    directory it made (they stayed), and not its place in the registry: the same directory opens at
+    once with a good config. A lock file that was there before stays."""
+    d = tmp_path / "new"
+    with pytest.raises(ConfigError):
+        MessageStore(d, impl=impl.name, commitlog_file_size=100)
+    assert not d.exists()
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "lock").write_bytes(b"lock")
+    with pytest.raises(ConfigError):
+        MessageStore(tmp_path / "old", impl=impl.name, commitlog_file_size=100)
+    assert sorted(p.name for p in (tmp_path / "old").iterdir()) == ["lock"]
+    with MessageStore(d, impl=impl.name, **GEOM) as s:
+        s.put("T", b"x", 0)
+    assert (d / "lock").is_file()
+
+
+def test_asking_about_the_lock_in_the_writers_process_keeps_it(tmp_path: Path, impl) -> None:
+    """``rmqcore info``'s lock query opens and closes the lock file, and closing any descriptor of
+    it drops the process's fcntl lock: asked in the writer's own process, it answers from the
+    registry, and another process is still refused."""
+    from rmqcore.cli import _lock_state
+
+    with MessageStore(tmp_path, impl=impl.name, **GEOM):
+        state = _lock_state(tmp_path)
+        code = ("import sys\nfrom rmqcore.store import MessageStore\nfrom rmqcore.errors import StoreLockedError\n"
+                f"try:\n    MessageStore({str(tmp_path)!r})\nexcept StoreLockedError:\n    sys.exit(7)\n")
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 7, p.stderr
+        assert state == {"exists": True, "held": True, "pid": os.getpid()}
 
 
 # -- the thread race -----------------------------------------------------------------------------------

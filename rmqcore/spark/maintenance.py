@@ -27,7 +27,6 @@ This module imports pyspark lazily: importing it needs only rmqcore.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import mmap
 import os
 import shutil
@@ -39,6 +38,8 @@ from typing import Any
 import numpy as np
 
 from .. import layout as L
+from ..errors import StoreLockedError
+from ..storelock import StoreLock
 from ..verify import Problem
 
 __all__ = ["FileCheck", "MaintenanceReport", "verify_and_rebuild", "scan_commitlog_file"]
@@ -293,14 +294,12 @@ def _apply_chunk(
 def _rebuild(store_dir: Path, cfg: Any, results: list[tuple[FileCheck, Any]], rep: MaintenanceReport) -> None:
     from ..indexfile import IndexService
 
-    lock_fd = os.open(store_dir / "lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
-        try:
-            fcntl.lockf(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        except OSError:
-            rep.problems.append(Problem("rebuild", str(store_dir / "lock"), -1,
-                                        "the store is open for writing by another process; not rebuilt"))
-            return
+        lock = StoreLock(store_dir)
+    except StoreLockedError as e:
+        rep.problems.append(Problem("rebuild", str(store_dir / "lock"), -1, f"{e}; not rebuilt"))
+        return
+    try:
         for sub in ("consumequeue", "index"):
             shutil.rmtree(store_dir / sub, ignore_errors=True)
         cqs: dict[tuple[str, int], Any] = {}
@@ -326,9 +325,8 @@ def _rebuild(store_dir: Path, cfg: Any, results: list[tuple[FileCheck, Any]], re
                 cq.close()
             if index is not None:
                 index.close()
-        fcntl.lockf(lock_fd, fcntl.LOCK_UN, 1, 0)
     finally:
-        os.close(lock_fd)
+        lock.release()
 
 
 def verify_and_rebuild(spark: Any, store_dir: str | os.PathLike[str], rebuild: bool = False,
