@@ -626,7 +626,7 @@ class MessageStore:
             magic = int.from_bytes(mf.mm[4:8], "big", signed=True)
             if self.config.flavour == 4 and magic != L.MAGIC_V1:
                 continue
-            ts = self.store_time_of(mf.file_from_offset)
+            ts = self._store_time_of(mf.file_from_offset)
             if ts and ts <= limit:
                 return i
         return 0
@@ -1384,6 +1384,10 @@ class MessageStore:
     @gated
     def store_time_of(self, physical_offset: int, size: int = 0) -> int | None:
         """STORETIMESTAMP of the record at ``physical_offset`` (CommitLog.pickupStoreTimestamp)."""
+        return self._store_time_of(physical_offset, size)
+
+    def _store_time_of(self, physical_offset: int, size: int = 0) -> int | None:
+        """``store_time_of`` outside the gate (recovery, and the consume queues' mtimes at close)."""
         physical_offset = int_arg(physical_offset, "physical_offset")
         try:
             mf = self.commitlog.queue.find(physical_offset)
@@ -1410,7 +1414,7 @@ class MessageStore:
             return 0
         if boundary != BOUNDARY_NEAREST and self.segindex is not None and self.segindex.monotonic:
             return self._offset_by_time_indexed(cq, timestamp, boundary)
-        return cq.offset_by_time(timestamp, self.store_time_of, self.commitlog.min_offset, boundary)
+        return cq.offset_by_time(timestamp, self._store_time_of, self.commitlog.min_offset, boundary)
 
     @gated
     def commitlog_offset_by_time(self, timestamp: int, after: bool = False) -> int:
@@ -1461,7 +1465,7 @@ class MessageStore:
         if cq is None or cq.max_offset <= cq.min_offset:
             return -1
         unit = cq.get(cq.min_offset)
-        t = self.store_time_of(unit[0]) if unit else None
+        t = self._store_time_of(unit[0]) if unit else None
         return -1 if t is None else t
 
     @contextlib.contextmanager
@@ -1682,7 +1686,7 @@ class MessageStore:
     def _unit_store_time(self, physical_offset: int, size: int) -> int | None:
         """``store_time_of`` for a unit's record; None while retention is deleting its file."""
         try:
-            return self.store_time_of(physical_offset, size)
+            return self._store_time_of(physical_offset, size)
         except ValueError:  # the file's map was closed meanwhile (clean_expired)
             return None
 
