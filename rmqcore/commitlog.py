@@ -242,10 +242,8 @@ class CommitLog:
     def set_end(self, end: int) -> None:
         """Make ``end`` the end of the log: later files are dropped, the one holding it is cut."""
         self._appender.set_file(None)
-        if self.read_only:
-            for mf in self.queue.files:
-                mf.wrote_position = mf.flushed_position = min(max(end - mf.file_from_offset, 0), mf.file_size)
-            return
+        # read-only: nothing changes on disk, and files after the end (a live writer's next file,
+        # allocated ahead) are dropped from view, so max_offset is the end
         self.queue.truncate_dirty(end)
 
     def rebuild_queue_offsets(self) -> None:
@@ -506,6 +504,19 @@ class CommitLog:
         self._appender.close()
 
     # -- reading ----------------------------------------------------------------------------------
+    def _locate(self, offset: int, end_ok: bool = False) -> tuple[MappedFile, int]:
+        """The file holding global ``offset`` and the position in it.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is outside the written data ``[min_offset, max_offset)``
+                (``end_ok``: ``max_offset`` itself is in, where a tailing read finds nothing yet).
+        """
+        lo, hi = self.min_offset, self.max_offset
+        if offset < lo or offset > hi or (offset == hi and not end_ok):
+            raise OffsetOutOfRangeError(f"offset {offset} outside [{lo}, {hi}{']' if end_ok else ')'}")
+        mf = self.queue.find(offset)
+        return mf, offset - mf.file_from_offset
+
     @gated
     def read(self, offset: int, verify_crc: bool = False) -> MessageExt:
         """The message whose record starts at global ``offset``.
@@ -516,12 +527,8 @@ class CommitLog:
             ConfigError: ``offset`` is not an integer.
         """
         self._check_open()
-        offset = int_arg(offset, "offset")
         verify_crc = bool_arg(verify_crc, "verify_crc")
-        if offset < self.min_offset or offset >= self.max_offset:
-            raise OffsetOutOfRangeError(f"offset {offset} outside [{self.min_offset}, {self.max_offset})")
-        mf = self.queue.find(offset)
-        pos = offset - mf.file_from_offset
+        mf, pos = self._locate(int_arg(offset, "offset"))
         try:
             raw = self._codec.decode_record(mf.mm, pos, mf.wrote_position, verify_crc)
         except CorruptionError as e:
@@ -638,14 +645,15 @@ class CommitLog:
 
         Raises:
             ConfigError: ``offset`` is not an int, or ``max_records`` not an int >= 1.
+            OffsetOutOfRangeError: ``offset`` is outside ``[min_offset, max_offset]`` (at
+                ``max_offset`` the batch is empty).
         """
         self._check_open()
         offset, max_records = int_arg(offset, "offset"), int_arg(max_records, "max_records")
         verify_crc = bool_arg(verify_crc, "verify_crc")
         if max_records < 1:
             raise ConfigError(f"max_records must be >= 1, not {max_records}")
-        mf = self.queue.find(offset)
-        pos = offset - mf.file_from_offset
+        mf, pos = self._locate(offset, end_ok=True)
         # columns for no more records than the written bytes can hold (any max_records is accepted)
         out = column_buffer(min(max_records, max(0, mf.wrote_position - pos) // L.MIN_RECORD_SIZE + 1))
         count, end, status = self._codec.decode_batch(mf.mm, pos, mf.wrote_position, out, verify_crc)

@@ -1505,9 +1505,7 @@ class MessageStore:
     def _take_views(self, offsets: Iterator[Any], views: list[memoryview]) -> None:
         """``record_views``' views, appended to ``views`` as they are made."""
         for off in offsets:
-            off = int_arg(off, "a physical offset")
-            mf = self.commitlog.queue.find(off)
-            pos = off - mf.file_from_offset
+            mf, pos = self.commitlog._locate(int_arg(off, "a physical offset"))
             status, size = self.commitlog._codec.peek_record(mf.mm, pos, mf.wrote_position)
             if status != L.ST_MSG:
                 raise OffsetOutOfRangeError(f"no record at offset {off}")

@@ -222,7 +222,10 @@ def test_info_reports_the_store_and_changes_nothing(rmq_fixtures: Path, tmp_path
         assert info["commitlog"]["min_offset"] == cl.min_offset
         assert info["commitlog"]["max_offset"] == cl.max_offset
         assert info["dispatch"] == {"reput_from_offset": s.reput_from_offset, "lag_bytes": s.dispatch_lag}
-        assert info["dispatch"]["lag_bytes"] > 0  # the crash left records the consume queues do not have
+        # the consume queues hold every record to the last one: the file after it, allocated ahead,
+        # is no data (a read-only open took its start for the end, and reported that as a lag)
+        last_file = int(max(p.name for p in (store / "commitlog").iterdir()))
+        assert info["dispatch"]["lag_bytes"] == 0 and cl.max_offset < last_file
         assert info["consume_queues"] == {"topics": 3, "queues": len(s.consume_queues)}
     names = sorted(p.name for p in (store / "commitlog").iterdir())
     assert [f["name"] for f in info["commitlog"]["files"]] == names

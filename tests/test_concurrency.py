@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from rmqcore.errors import ConfigError, StoreClosedError, StoreLockedError
+from rmqcore.errors import ConfigError, OffsetOutOfRangeError, StoreClosedError, StoreLockedError
 from rmqcore.store import GetStatus, MessageStore
 
 GEOM = dict(commitlog_file_size=64 * 1024, cq_file_size=400, index_slots=50, index_entries=200)
@@ -162,6 +162,47 @@ def test_asking_about_the_lock_in_the_writers_process_keeps_it(tmp_path: Path, i
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert p.returncode == 7, p.stderr
         assert state == {"exists": True, "held": True, "pid": os.getpid()}
+
+
+# -- reads past the end ---------------------------------------------------------------------------------
+
+def test_a_read_only_open_of_a_live_store_ends_at_its_last_record(tmp_path: Path, impl) -> None:
+    """The writer allocates its next CommitLog file ahead: a read-only open took that file's start
+    (1 MiB) for the end. It ends at the last readable record, and keeps that end while the writer
+    goes on (index entries of later records are not served); reads past it, on it and on any store,
+    raise OffsetOutOfRangeError, never ValueError; at the end itself read_batch is empty."""
+    w = MessageStore(tmp_path, impl=impl.name, commitlog_file_size=1 << 20)
+    try:
+        for i in range(3000):
+            w.put("T", b"x%05d" % i + b"." * 100, i % 2, keys=f"k{i}")
+        w.flush()
+        w.commitlog.queue.wait_prepared()
+        assert len(list((tmp_path / "commitlog").iterdir())) == 2  # the next file exists, all zeros
+        end = w.commitlog.max_offset
+        with MessageStore(tmp_path, read_only=True, impl=impl.name) as ro:
+            assert ro.commitlog.max_offset == end and ro.recovered_end == end
+            assert ro.max_offset("T", 0) + ro.max_offset("T", 1) == 3000
+            for i in range(3000, 3100):  # the writer goes on; its index entries reach the files
+                w.put("T", b"x%05d" % i, i % 2, keys=f"k{i}")
+            w.flush()
+            assert [m.body[:6] for m in ro.query_by_key("T", "k2999")] == [b"x02999"]
+            assert ro.query_by_key("T", "k3050") == [] and ro.lookup("T", "k3050") is None
+            for store, at in ((ro, end), (w, w.commitlog.max_offset)):
+                cl = store.commitlog
+                for bad in (at, at + 10, at + 5000):
+                    with pytest.raises(OffsetOutOfRangeError):
+                        cl.read(bad)
+                    with pytest.raises(OffsetOutOfRangeError):
+                        cl.read_batch(bad + 10)
+                    with pytest.raises(OffsetOutOfRangeError):
+                        cl.read_many([bad])
+                    with pytest.raises(OffsetOutOfRangeError):
+                        with store.record_views([bad]):
+                            pass
+                batch = cl.read_batch(at)
+                assert len(batch) == 0 and batch.next_offset == at
+    finally:
+        w.close()
 
 
 # -- the thread race -----------------------------------------------------------------------------------
