@@ -459,9 +459,9 @@ int rmq_dispatch_batch(const unsigned char *buf, int64_t pos, int64_t limit, int
 int64_t rmq_dispatch_hinted(const int64_t *ring, int64_t head, int64_t *ri, const unsigned char *buf,
                             int64_t file_from, int64_t pos, int64_t limit, int64_t cap, int64_t *cols,
                             int64_t cols_rs, int64_t *disp, int64_t disp_rs, int64_t *keys, int64_t *end_pos,
-                            int64_t *nkeys, int64_t *next_hint)
+                            int64_t *nkeys, int64_t *next_hint, int64_t *first)
 {
-    int64_t n = 0, nk = 0, r = *ri;
+    int64_t n = 0, nk = 0, r = *ri, f = -1;
     *next_hint = -1;
     if (head - r > RMQ_HINT_CAPACITY) /* overwritten since: the oldest hint still there */
         r = head - RMQ_HINT_CAPACITY;
@@ -531,10 +531,13 @@ int64_t rmq_dispatch_hinted(const int64_t *ring, int64_t head, int64_t *ri, cons
 #undef DSP
         if (nkr)
             keys[nk++] = key;
+        if (n == 0)
+            f = r;
         n++;
         pos += size;
         r++;
     }
+    *first = f >= 0 ? f : r;
     *ri = r;
     *end_pos = pos;
     *nkeys = nk;

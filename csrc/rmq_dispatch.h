@@ -66,11 +66,14 @@ int rmq_dispatch_batch(const unsigned char *buf, int64_t pos, int64_t limit, int
  * reader looks first (it only moves forward). Returns the count; *end_pos is where they end,
  * *nkeys the keys written, *next_hint the offset of the next hinted record past a gap, or the
  * record's own offset when its hint cannot be used (-1: none known, so the caller had better
- * parse a whole chunk). */
+ * parse a whole chunk); *first the number of the first record's hint (*ri when none is returned):
+ * where a caller that dispatches only some of the records looks again, without walking once more
+ * the hints of records dispatched before (with a stop at every record, as when each record is a
+ * queue's first, that walk made dispatch quadratic). */
 int64_t rmq_dispatch_hinted(const int64_t *ring, int64_t head, int64_t *ri, const unsigned char *buf,
                             int64_t file_from, int64_t pos, int64_t limit, int64_t cap, int64_t *cols,
                             int64_t cols_rs, int64_t *disp, int64_t disp_rs, int64_t *keys, int64_t *end_pos,
-                            int64_t *nkeys, int64_t *next_hint);
+                            int64_t *nkeys, int64_t *next_hint, int64_t *first);
 
 #ifdef __cplusplus
 }

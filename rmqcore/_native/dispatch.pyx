@@ -49,7 +49,7 @@ cdef extern from "rmq_dispatch.h" nogil:
     int64_t rmq_dispatch_hinted(const int64_t *ring, int64_t head, int64_t *ri, const unsigned char *buf,
                                 int64_t file_from, int64_t pos, int64_t limit, int64_t cap, int64_t *cols,
                                 int64_t cols_rs, int64_t *disp, int64_t disp_rs, int64_t *keys, int64_t *end_pos,
-                                int64_t *nkeys, int64_t *next_hint)
+                                int64_t *nkeys, int64_t *next_hint, int64_t *first)
 
 cdef extern from "rmq_hints.h" nogil:
     int RMQ_HINT_CAPACITY
@@ -278,6 +278,7 @@ cdef extern from *:
 DEF LIVE_LAG = 2 * 1024 * 1024  # follow the writer this far behind: its newest lines stay in its core's cache
 DEF CHUNK = 4000  # records per scan: not a multiple of 512 (4 KiB-multiple row strides thrash L1)
 DEF KEYS_CAP = CHUNK * 8
+DEF HINT_CAP_MIN = 16  # records a batch takes from hints right after a stop
 DEF SEG_FIELDS = 10
 
 cdef struct cq_slot:
@@ -359,12 +360,14 @@ cdef class Dispatcher:
     cdef const int64_t *_ring
     cdef const int64_t *_head
     cdef int64_t _hint_at  # the next hint number to look at
+    cdef int64_t _hint_cap  # records a batch takes from hints: small after a stop, doubling back to CHUNK
     cdef readonly int64_t hinted  # records dispatched from hints, in all
 
     def __cinit__(self):
         self._ring = NULL
         self._head = NULL
         self._hint_at = 0
+        self._hint_cap = CHUNK
         self.hinted = 0
         self._gil_req = NULL
         self._gil_seq = 0
@@ -751,9 +754,10 @@ cdef class Dispatcher:
                 hint_from = self._hint_at
                 from_hints = 0
                 if ring != NULL:  # records the writer left hints for need no parsing
+                    # hint_from: the first record's hint, where a stop looks again
                     cnt = rmq_dispatch_hinted(ring, rmq_observe_i64(self._head), &self._hint_at, base, file_from,
-                                              at, limit, CHUNK, cols, CHUNK, disp, CHUNK, keys, &end_pos, &nkeys,
-                                              &next_hint)
+                                              at, limit, self._hint_cap, cols, CHUNK, disp, CHUNK, keys, &end_pos,
+                                              &nkeys, &next_hint, &hint_from)
                     if cnt > 0:
                         st = RMQ_ST_MSG
                         from_hints = 1
@@ -875,7 +879,12 @@ cdef class Dispatcher:
                     at = rpos + size
                 if stop:
                     self._hint_at = hint_from  # records from the stop on are not done: look again
+                    # and take few from hints next time (a store that binds a queue for every
+                    # record, each one's first, read thousands of hints to use one)
+                    self._hint_cap = HINT_CAP_MIN
                     break
+                if from_hints and self._hint_cap < CHUNK:
+                    self._hint_cap = min(CHUNK, 2 * self._hint_cap)
                 at = end_pos
                 if st != RMQ_ST_MSG and not (st == RMQ_ST_END and lp != NULL and at >= limit):
                     break

@@ -269,6 +269,7 @@ STOP_SPECIAL = 2  # record needs the general path (a = 0: delay topic / invalid 
 STOP_INDEX = 3  # the index file is full or unbound before a record's key a: roll, bind, resume with first_key=a
 STOP_SEG = 4  # seg_out is full
 _CHUNK = 4000
+_HINT_CAP_MIN = 16  # records a batch takes from hints right after a stop
 _STRUCT_UNIT = struct.Struct(">qiq")
 
 
@@ -381,6 +382,7 @@ class Dispatcher:
         self._ring: Any = None
         self._head: Any = None
         self._hint_at = 0  # the next hint number to look at
+        self._hint_cap = _CHUNK  # records a batch takes from hints: small after a stop, doubling back
         self._n_hinted = 0
 
     def set_signals(self, request: Any, wanted: Any) -> None:
@@ -418,13 +420,14 @@ class Dispatcher:
         self._ring, self._head, self._hint_at = ring, head, 0
 
     def _hinted(self, buf: Any, file_from: int, pos: int, limit: int, cols: Any, disp: Any,
-                keys: Any) -> tuple[int, int, int, int]:
-        """``(count, end_pos, nkeys, next_hint)``: the records from ``pos`` that hints describe, into
-        the columns and rows dispatch_batch fills (rmq_dispatch_hinted in csrc/rmq_dispatch.c)."""
+                keys: Any, cap: int) -> tuple[int, int, int, int, int]:
+        """``(count, end_pos, nkeys, next_hint, first)``: the records from ``pos`` that hints describe,
+        into the columns and rows dispatch_batch fills, and the number of the first one's hint
+        (rmq_dispatch_hinted in csrc/rmq_dispatch.c)."""
         ring, head, r = self._ring, int(self._head[0]), self._hint_at
         n = nk = 0
+        first = -1
         next_hint = -1
-        cap = cols.shape[1]
         if head - r > HINT_CAPACITY:  # overwritten since: the oldest hint still there
             r = head - HINT_CAPACITY
         while n < cap and r < head:
@@ -460,11 +463,13 @@ class Dispatcher:
             if nkr:
                 keys[nk] = key
                 nk += 1
+            if n == 0:
+                first = r
             n += 1
             pos += size
             r += 1
         self._hint_at = r
-        return n, pos, nk, next_hint
+        return n, pos, nk, next_hint, first if first >= 0 else r
 
     def live_nap(self, nap_ns: int, max_idle_ns: int) -> None:
         """Naps of ``nap_ns`` for at most ``max_idle_ns`` in a row while a live run waits for the
@@ -583,7 +588,9 @@ class Dispatcher:
                 break
             cnt, parse_cap, hint_from, from_hints = 0, _CHUNK, self._hint_at, 0
             if self._ring is not None and not verify_crc:  # records the writer left hints for need no parsing
-                cnt, end_pos, _nk, next_hint = self._hinted(buf, file_from, at, limit, cols, disp, keys)
+                # a stop looks again from the first record's hint (hint_from), not the hints before it
+                cnt, end_pos, _nk, next_hint, hint_from = self._hinted(buf, file_from, at, limit, cols, disp, keys,
+                                                                       self._hint_cap)
                 if cnt > 0:
                     st = ST_MSG
                     from_hints = 1
@@ -672,7 +679,10 @@ class Dispatcher:
                 at = rpos + size
             if stop:
                 self._hint_at = hint_from  # records from the stop on are not done: look again
+                self._hint_cap = _HINT_CAP_MIN  # and take few from hints next time (see the native twin)
                 break
+            if from_hints and self._hint_cap < _CHUNK:
+                self._hint_cap = min(_CHUNK, 2 * self._hint_cap)
             at = end_pos
             if st != ST_MSG and not (st == ST_END and live is not None and at >= limit):
                 break
