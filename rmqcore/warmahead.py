@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import struct
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -54,6 +55,11 @@ def index_region(f: Any, ahead: int) -> Region | None:
     return mm, start, ahead_end(start, f._entries_end(f._alloc), start - f._entries_end(1), ahead)
 
 
+def _live(ref: weakref.ref[Any]) -> bool:
+    m = ref()
+    return m is not None and not m.closed
+
+
 class WarmAhead:
     """A daemon thread that populates the regions ``regions()`` names.
 
@@ -73,7 +79,9 @@ class WarmAhead:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._pending: dict[int, Region] = {}  # id(map) -> the region still to warm there
-        self._upto: dict[int, tuple[Any, int]] = {}  # id(map) -> (map, warmed up to)
+        # id(map) -> (a weak reference to the map, warmed up to): a map its owner let go of (a pooled
+        # consume-queue file) is not kept mapped by this
+        self._upto: dict[int, tuple[weakref.ref[Any], int]] = {}
         self._prune_at = 64
         self._populate = _impl.appender.prefault
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -88,7 +96,7 @@ class WarmAhead:
         did = False
         for key, (mm, start, target) in list(pending.items()):
             prev = upto_of.get(key)
-            upto = start if prev is None or prev[0] is not mm else max(start, prev[1])
+            upto = start if prev is None or prev[0]() is not mm else max(start, prev[1])
             if upto >= target:
                 del pending[key]
                 continue
@@ -100,10 +108,10 @@ class WarmAhead:
                     self._populate(mm, upto, end)  # False without MADV_POPULATE_WRITE: WILLNEED then
                 except (ValueError, BufferError, RmqError):
                     end = target  # the map went away under us: nothing to warm there
-            upto_of[key] = (mm, end)
+            upto_of[key] = (weakref.ref(mm), end)
             did = True
-        if len(upto_of) > self._prune_at:  # forget maps that were closed (amortised: the limit doubles)
-            self._upto = {k: v for k, v in upto_of.items() if k in pending or not v[0].closed}
+        if len(upto_of) > self._prune_at:  # forget maps closed or gone (amortised: the limit doubles)
+            self._upto = {k: v for k, v in upto_of.items() if k in pending or _live(v[0])}
             self._prune_at = max(64, 2 * len(self._upto))
         return did
 
