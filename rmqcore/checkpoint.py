@@ -17,7 +17,7 @@ import struct
 from pathlib import Path
 
 from . import layout as L
-from .errors import CorruptionError
+from .errors import CorruptionError, full_disk_is_error
 
 __all__ = ["StoreCheckpoint"]
 
@@ -69,7 +69,8 @@ class StoreCheckpoint:
         """Write the page in place and fsync it."""
         if self.read_only:
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        with full_disk_is_error(str(self.path)):  # no descriptor left: TooManyOpenFilesError
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
             os.pwrite(fd, self.to_bytes(), 0)
             os.fsync(fd)

@@ -82,6 +82,10 @@ class StoreConfig:
     # page cache holds them in large folios and write-back cleans a folio per TLB shootdown, not a
     # 4 KiB page (batched puts with dispatch ran 1.2-1.4x as fast here). Ignored under SYNC_FLUSH.
     huge_pages: bool = True
+    # rmqcore: consume-queue files mapped at once (each holds a file descriptor); beyond it the least
+    # recently used let go of their maps and map again when used (thousands of queues under a small
+    # ``ulimit -n``). 0: a quarter of the process's descriptor limit
+    max_open_queue_files: int = 0
     clock: Callable[[], int] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:

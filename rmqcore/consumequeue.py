@@ -29,7 +29,7 @@ import numpy as np
 from . import layout as L
 from .config import int_arg
 from .errors import ConfigError, InvalidTopicError
-from .mappedfile import MappedFile, MappedFileQueue
+from .mappedfile import MappedFile, MappedFileQueue, MapPool
 from .wire import utf8_text
 
 __all__ = ["ConsumeQueue", "check_topic_dir", "BLANK_UNIT", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST", "put_grouped"]
@@ -96,7 +96,7 @@ class ConsumeQueue:
 
     def __init__(
         self, store_dir: str | Path, topic: str, queue_id: int, *, file_size: int = L.DEFAULT_CQ_FILE_SIZE,
-        read_only: bool = False, huge_pages: bool = False,
+        read_only: bool = False, huge_pages: bool = False, pool: MapPool | None = None,
     ) -> None:
         if file_size <= 0 or file_size % UNIT:
             raise ConfigError(f"consume queue file size must be a positive multiple of 20, not {file_size}")
@@ -106,7 +106,9 @@ class ConsumeQueue:
         self.file_size = file_size
         self.read_only = read_only
         self.directory = Path(store_dir) / "consumequeue" / topic / str(queue_id)
-        self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only, huge_pages=huge_pages)
+        # with a pool (a store's), its files are mapped while used, at most the pool's budget at once
+        self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only, huge_pages=huge_pages,
+                                     pool=pool)
         self.min_logic_offset = 0  # bytes
         self.max_physic_offset = -1  # offset + size of the last unit
         self._stamped: dict[int, int] = {}  # file start -> write position when its mtime was set
@@ -563,7 +565,7 @@ class ConsumeQueue:
             off, size, _ = _UNIT.unpack_from(mf.mm, wrote - UNIT)
             t = store_time_of(off, size) if size != 0x7FFFFFFF else None
             if t is not None and t > 0:
-                os.utime(mf.fd, ns=(t * 1_000_000, t * 1_000_000))
+                os.utime(mf.path, ns=(t * 1_000_000, t * 1_000_000))
                 self._stamped[mf.file_from_offset] = wrote
 
     def close(self) -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "InvalidRecordError",
     "IndexCorruptError",
     "DiskFullError",
+    "TooManyOpenFilesError",
     "FlushDiskTimeoutError",
     "SegmentFullError",
     "RecoveryError",
@@ -164,16 +165,42 @@ class DiskFullError(RmqError, OSError):
     the store stays consistent and accepts writes again once space returns."""
 
 
+class TooManyOpenFilesError(RmqError, OSError):
+    """The process (EMFILE) or the system (ENFILE) has no file descriptor left for a file the call
+    needed: nothing was opened, the store stays consistent and usable, and the call succeeds once
+    descriptors are free (raise ``ulimit -n``, close other files, or lower
+    ``StoreConfig.max_open_queue_files``)."""
+
+
+_NO_DESCRIPTOR = (errno.EMFILE, errno.ENFILE)
+
+
 @contextlib.contextmanager
 def full_disk_is_error(what: str) -> Iterator[None]:
-    """Inside the block, an OSError of a full disk (ENOSPC, EDQUOT) becomes ``DiskFullError("no
-    space for <what>: ...")``; other errors pass unchanged."""
+    """Inside the block, an OSError that says the machine is out of a resource becomes an RmqError:
+    a full disk (ENOSPC, EDQUOT) ``DiskFullError("no space for <what>: ...")``, no file descriptor
+    left (EMFILE, ENFILE) ``TooManyOpenFilesError``; other errors pass unchanged."""
     try:
         yield
     except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT) and not isinstance(e, DiskFullError):
+        if isinstance(e, RmqError):
+            raise
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFullError(f"no space for {what}: {e.strerror}") from None
+        if e.errno in _NO_DESCRIPTOR:
+            raise too_many_open_files(what, e) from None
         raise
+
+
+def too_many_open_files(what: str, e: OSError) -> TooManyOpenFilesError:
+    """The TooManyOpenFilesError of ``e`` (EMFILE/ENFILE) met while opening ``what``."""
+    try:
+        import resource
+
+        limit = f" (this process may hold {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}: ulimit -n)"
+    except (ImportError, OSError, ValueError):
+        limit = ""
+    return TooManyOpenFilesError(e.errno, f"no file descriptor left for {what}{limit}: {e.strerror}")
 
 
 class FlushDiskTimeoutError(RmqError):

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .errors import DiskFullError
+from .errors import DiskFullError, TooManyOpenFilesError
 
 __all__ = ["AsyncFlushService", "DurableAck", "GroupCommitService"]
 
@@ -53,21 +53,23 @@ class AsyncFlushService:
                 if self._due():
                     self._flush()
                     self.error = None
-            except DiskFullError as e:
-                # no space for a file the flush writes (a config file's new copy): the work stays
-                # pending and the next interval tries again, as the reput thread waits a full disk out
+            except (DiskFullError, TooManyOpenFilesError) as e:
+                # no space, or no descriptor, for a file the flush writes (a config file's new
+                # copy): the work stays pending and the next interval tries again, as the reput
+                # thread waits a full disk out
                 self.error = e
             except BaseException as e:  # kept and raised by stop(); never swallowed silently
                 self.error = e
                 return
 
     def stop(self) -> None:
-        """Stop the thread; raise the error that ended it. A full disk its last flush met is not
-        raised: the owner's final flush (the store's close) meets it again if it lasts, and one
-        that has passed is no error (close() raised such a stale DiskFullError)."""
+        """Stop the thread; raise the error that ended it. A full disk (or a full descriptor table)
+        its last flush met is not raised: the owner's final flush (the store's close) meets it
+        again if it lasts, and one that has passed is no error (close() raised such a stale
+        DiskFullError)."""
         self._stop.set()
         self._thread.join()
-        if self.error is not None and not isinstance(self.error, DiskFullError):
+        if self.error is not None and not isinstance(self.error, (DiskFullError, TooManyOpenFilesError)):
             raise self.error
 
 

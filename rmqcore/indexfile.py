@@ -168,7 +168,8 @@ class IndexFile:
             with full_disk_is_error(f"{self.path} ({self.file_size} bytes)"):
                 fd = fileops.current().create(self.path, self.file_size, self._entries_end(self._alloc))
         else:
-            fd = os.open(self.path, (os.O_RDONLY if self.read_only else os.O_RDWR) | getattr(os, "O_CLOEXEC", 0))
+            with full_disk_is_error(self.path):  # no descriptor left: TooManyOpenFilesError
+                fd = os.open(self.path, (os.O_RDONLY if self.read_only else os.O_RDWR) | getattr(os, "O_CLOEXEC", 0))
         try:
             size = os.fstat(fd).st_size
             if size != self.file_size:
@@ -180,9 +181,10 @@ class IndexFile:
                 count = _COUNT.unpack(os.pread(fd, 4, 36))[0]
                 self._alloc = min(max_entries, max(count, 1) + ALLOC_ENTRIES)
                 fileops.allocate(fd, self.path, 0, self._entries_end(self._alloc))
-            self._mm = mmap.mmap(
-                fd, self.file_size, access=mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
-            )
+            with full_disk_is_error(self.path):  # the map takes a descriptor of its own
+                self._mm = mmap.mmap(
+                    fd, self.file_size, access=mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE
+                )
         except BaseException:
             os.close(fd)
             if create:

@@ -1,13 +1,16 @@
 """Calls that run inside an object's lifecycle gate (``rmqcore._pure.gate``): ``close()`` seals the
 gate and waits for the calls under way before it lets go of any file, so a call racing ``close()``
-either completes or raises StoreClosedError, never meets a map closed under it."""
+either completes or raises StoreClosedError, never meets a map closed under it. A call that runs
+out of file descriptors where no file open names it raises TooManyOpenFilesError all the same."""
 from __future__ import annotations
 
+import errno
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from . import _impl
+from .errors import RmqError, too_many_open_files
 
 __all__ = ["gated", "new_gate"]
 
@@ -28,6 +31,10 @@ def gated(method: _F) -> _F:
         gate.enter()
         try:
             return method(self, *args, **kwargs)
+        except OSError as e:  # no descriptor left where no file open names it: still an RmqError
+            if e.errno in (errno.EMFILE, errno.ENFILE) and not isinstance(e, RmqError):
+                raise too_many_open_files(f"{method.__qualname__}", e) from e
+            raise
         finally:
             gate.leave()
 

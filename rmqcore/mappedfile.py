@@ -15,6 +15,12 @@ Mirrors RocketMQ's ``DefaultMappedFile`` / ``MappedFileQueue``:
 Thread-safety: one writer; readers may read positions below ``wrote_position`` concurrently.
 Pointers into the map never outlive a kernel call; ``close`` fails with BufferError while a
 zero-copy view is exported, so a map is never unmapped under a reader.
+
+A store keeps thousands of consume-queue files; a ``MapPool`` bounds how many of them are mapped at
+once. Its files (``PooledMappedFile``) hold no descriptor of their own (the map keeps one), and the
+least recently used beyond the budget let go of their map, which is made again on the next use of
+``mm``. A map let go is never closed under a user: it goes when its last user (a kernel call, the
+dispatcher's binding) lets go of it.
 """
 from __future__ import annotations
 
@@ -22,14 +28,23 @@ import errno
 import mmap
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from . import fileops
 from . import layout as L
-from .errors import ConfigError, OffsetOutOfRangeError, RmqError, StoreClosedError, full_disk_is_error
+from .errors import (
+    ConfigError,
+    OffsetOutOfRangeError,
+    RmqError,
+    StoreClosedError,
+    TooManyOpenFilesError,
+    full_disk_is_error,
+)
 
-__all__ = ["MappedFile", "MappedFileQueue"]
+__all__ = ["MappedFile", "MappedFileQueue", "MapPool", "PooledMappedFile", "open_files_budget"]
 
 _MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 _PREFAULT_CHUNK = 4 * 1024 * 1024
@@ -70,10 +85,12 @@ class MappedFile:
         self.file_end_offset = file_from_offset + file_size  # global offset one past the file
         self.read_only = read_only
         if create:
-            fd = fileops.current().create(self.path, file_size)  # allocated, not sparse (see fileops)
+            with full_disk_is_error(f"{self.path} ({file_size} bytes)"):
+                fd = fileops.current().create(self.path, file_size)  # allocated, not sparse (see fileops)
         else:
             flags = os.O_RDONLY if read_only else os.O_RDWR
-            fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+            with full_disk_is_error(self.path):  # no descriptor left: TooManyOpenFilesError
+                fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
             size = os.fstat(fd).st_size
             if size != file_size:
@@ -86,9 +103,10 @@ class MappedFile:
                 # appending through the map, or a full disk is a SIGBUS (see fileops); a no-op for
                 # files rmqcore created
                 fileops.allocate(fd, self.path, 0, file_size)
-            self.mm = mmap.mmap(
-                fd, file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
-            )
+            with full_disk_is_error(self.path):  # the map takes a descriptor of its own
+                self.mm = mmap.mmap(
+                    fd, file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
+                )
             if huge_pages and not read_only:
                 _advise_huge(self.mm)
         except BaseException:
@@ -137,14 +155,17 @@ class MappedFile:
         """One past the last non-zero byte at or after ``start`` (``start`` when there is none). Ranges
         the file system reports as never written (SEEK_DATA/SEEK_HOLE: holes, unwritten extents) are
         skipped without reading them; the rest is read through the map, from the end backwards."""
+        return self._data_end(self.fd, start)
+
+    def _data_end(self, fd: int, start: int) -> int:
         segments: list[tuple[int, int]] = []
         pos, stop = start, self.file_size
         try:
             while pos < stop:
-                d = os.lseek(self.fd, pos, os.SEEK_DATA)
+                d = os.lseek(fd, pos, os.SEEK_DATA)
                 if d >= stop:
                     break
-                pos = min(os.lseek(self.fd, d, os.SEEK_HOLE), stop)
+                pos = min(os.lseek(fd, d, os.SEEK_HOLE), stop)
                 segments.append((d, pos))
         except OSError as e:
             if e.errno != errno.ENXIO:  # ENXIO: no data past pos; anything else: no such seek here
@@ -194,15 +215,172 @@ class MappedFile:
         return f"MappedFile({self.path!r}, wrote={self.wrote_position}, flushed={self.flushed_position})"
 
 
+def open_files_budget() -> int:
+    """How many pooled files a store maps at once by default: a quarter of the process's descriptor
+    limit (each takes one), at least 16 and at most 4096 (RLIMIT_NOFILE's soft limit; 1024 where
+    it cannot be read)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft == resource.RLIM_INFINITY:
+            soft = 1 << 14
+    except (ImportError, OSError, ValueError):
+        soft = 1024
+    return max(16, min(4096, soft // 4))
+
+
+class MapPool:
+    """At most ``budget`` PooledMappedFiles of a store mapped at once (roughly the least recently
+    used let go first: a file used since the last look gets a second chance, CLOCK's rule). A
+    file ``pin``ned (bound to the dispatcher, which writes through its map) is never let go.
+    ``reopened`` counts the maps made again."""
+
+    def __init__(self, budget: int) -> None:
+        if budget < 1:
+            raise ConfigError(f"a map pool needs a budget of at least one file, not {budget}")
+        self.budget = budget
+        self.reopened = 0
+        self._lock = threading.Lock()
+        self._mapped: OrderedDict[PooledMappedFile, None] = OrderedDict()  # oldest first
+
+    @property
+    def mapped(self) -> int:
+        """How many of its files are mapped now."""
+        return len(self._mapped)
+
+    def add(self, mf: PooledMappedFile) -> None:
+        """``mf`` was just mapped."""
+        with self._lock:
+            self._mapped[mf] = None
+            self._shed(self.budget)
+
+    def remove(self, mf: PooledMappedFile) -> None:
+        with self._lock:
+            self._mapped.pop(mf, None)
+
+    def pin(self, mf: PooledMappedFile, pinned: bool) -> None:
+        mf._pinned = pinned
+
+    def shed(self, keep: int) -> None:
+        """Let go of files until at most ``keep`` are mapped (pinned ones stay)."""
+        with self._lock:
+            self._shed(keep)
+
+    def remap(self, mf: PooledMappedFile) -> mmap.mmap:
+        """``mf``'s map, made again if it was let go (other files let go to make room; when no
+        descriptor is left, half the pool goes and the map is tried once more)."""
+        with self._lock:
+            m = mf._map
+            if m is not None:
+                return m
+            if mf._closed:
+                raise ValueError(f"{mf.path} is closed")
+            self._shed(self.budget - 1)
+            try:
+                m = mf._map_again()
+            except TooManyOpenFilesError:  # half the pool goes (descriptors other code holds, too)
+                self._shed(self.budget // 2)
+                m = mf._map_again()
+            mf._map = m
+            self._mapped[mf] = None
+            self.reopened += 1
+            return m
+
+    def _shed(self, keep: int) -> None:
+        """Let go of files until at most ``keep`` are mapped, down to 7/8 of it (sheds come in
+        batches), oldest first, a used or pinned file skipped once (pinned ones always)."""
+        excess = len(self._mapped) - keep
+        if excess <= 0:
+            return
+        excess += keep // 8
+        for second_look in (False, True):
+            for mf in list(self._mapped):
+                if excess <= 0:
+                    return
+                if mf._pinned:
+                    continue
+                if mf._used and not second_look:
+                    mf._used = False
+                    continue
+                del self._mapped[mf]
+                mf._map = None  # closed by its last user (a kernel call under way keeps it mapped)
+                excess -= 1
+
+
+class PooledMappedFile(MappedFile):
+    """A MappedFile of a MapPool: no descriptor of its own (``fd`` is -1; flushes go through the
+    map), and a map the pool may let go while it is idle, made again on the next use of ``mm``."""
+
+    __slots__ = ("_pool", "_map", "_used", "_pinned", "_huge")
+
+    def __init__(self, path: str | os.PathLike[str], file_from_offset: int, file_size: int, *, pool: MapPool,
+                 create: bool = False, read_only: bool = False, huge_pages: bool = False) -> None:
+        self._pool = pool
+        self._map: mmap.mmap | None = None
+        self._used = True
+        self._pinned = False
+        self._huge = huge_pages and not read_only
+        super().__init__(path, file_from_offset, file_size, create=create, read_only=read_only,
+                         huge_pages=huge_pages)
+        os.close(self.fd)  # the map holds a descriptor of its own
+        self.fd = -1
+        pool.add(self)
+
+    @property
+    def mm(self) -> mmap.mmap:
+        self._used = True
+        m = self._map
+        return m if m is not None else self._pool.remap(self)
+
+    @mm.setter
+    def mm(self, m: mmap.mmap) -> None:
+        self._map = m
+
+    def _map_again(self) -> mmap.mmap:
+        flags = (os.O_RDONLY if self.read_only else os.O_RDWR) | getattr(os, "O_CLOEXEC", 0)
+        with full_disk_is_error(self.path):
+            fd = os.open(self.path, flags)
+            try:
+                m = mmap.mmap(fd, self.file_size, access=mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE)
+            finally:
+                os.close(fd)
+        if self._huge:
+            _advise_huge(m)
+        return m
+
+    def data_end(self, start: int) -> int:
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            return self._data_end(fd, start)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        m = self._map
+        if m is not None:
+            m.close()  # BufferError while a view is exported: the caller must release views first
+            self._map = None
+        self._closed = True
+        self._pool.remove(self)
+
+    def __repr__(self) -> str:
+        return (f"PooledMappedFile({self.path!r}, wrote={self.wrote_position}, flushed={self.flushed_position}, "
+                f"mapped={self._map is not None})")
+
+
 class MappedFileQueue:
     """The ordered files of one directory (a CommitLog, or one consume queue)."""
 
     def __init__(
         self, directory: str | os.PathLike[str], file_size: int, *, read_only: bool = False,
-        huge_pages: bool = False,
+        huge_pages: bool = False, pool: MapPool | None = None,
     ) -> None:
         if file_size <= 0:
             raise ConfigError(f"file size must be positive, not {file_size}")
+        self.pool = pool  # its files are PooledMappedFiles of this pool
         self.directory = Path(directory)
         self.file_size = file_size
         self.read_only = read_only
@@ -234,8 +412,7 @@ class MappedFileQueue:
                     raise ConfigError(
                         f"{path}: start offset {off} is not a multiple of the file size {self.file_size}"
                     )
-                mf = MappedFile(path, off, self.file_size, read_only=self.read_only,
-                                huge_pages=self.huge_pages)
+                mf = self._file(path, off, False)
             except FileNotFoundError:
                 if not self.read_only:
                     raise
@@ -300,9 +477,21 @@ class MappedFileQueue:
         if path.exists() and path.stat().st_size == 0:
             path.unlink()
         if path.exists():
-            return MappedFile(path, start, self.file_size, huge_pages=self.huge_pages)
+            return self._file(path, start, False)
         with full_disk_is_error(f"{path} ({self.file_size} bytes)"):
-            return MappedFile(path, start, self.file_size, create=True, huge_pages=self.huge_pages)
+            return self._file(path, start, True)
+
+    def _file(self, path: Any, start: int, create: bool) -> MappedFile:
+        if self.pool is not None:
+            try:
+                return PooledMappedFile(path, start, self.file_size, pool=self.pool, create=create,
+                                        read_only=self.read_only, huge_pages=self.huge_pages)
+            except TooManyOpenFilesError:  # half the pool's maps go, and the file is tried once more
+                self.pool.shed(self.pool.budget // 2)
+                return PooledMappedFile(path, start, self.file_size, pool=self.pool, create=create,
+                                        read_only=self.read_only, huge_pages=self.huge_pages)
+        return MappedFile(path, start, self.file_size, create=create, read_only=self.read_only,
+                          huge_pages=self.huge_pages)
 
     def last_for_write(self, start_if_empty: int = 0) -> MappedFile:
         """The file to append to, creating the next one when the last is full (or none exists)."""

@@ -26,6 +26,7 @@ import numpy as np
 
 from . import _impl
 from . import layout as L
+from .errors import full_disk_is_error
 from .kafka.index import OffsetIndex, TimeIndex
 
 __all__ = ["SegmentIndex", "SegmentIndexService"]
@@ -96,7 +97,11 @@ class SegmentIndex:
                     p.unlink()
         self._oi = OffsetIndex(paths[0], 0, max_index_size, writable=writable, impl=impl)
         self._k = _impl.kernel("dispatch", impl)
-        self._ti = TimeIndex(paths[1], 0, max_index_size, writable=writable, impl=impl)
+        try:
+            self._ti = TimeIndex(paths[1], 0, max_index_size, writable=writable, impl=impl)
+        except BaseException:  # (no descriptor left, say): the offset index is not left open
+            self._oi.close()
+            raise
         # entries from Dispatcher.run not yet written to the index files (add_entries): written in
         # bulk when PENDING fill up and before anything reads or saves these indexes
         self._pending = np.empty((4, 0), dtype=np.int64)
@@ -343,8 +348,10 @@ class SegmentIndexService:
                 seg.close(False)
             if not self.read_only:
                 self.directory.mkdir(parents=True, exist_ok=True)
-            seg = SegmentIndex(self.directory, file_from, interval=self.interval, max_index_size=self.max_index_size,
-                               writable=not self.read_only, impl=self.impl, fresh=fresh)
+            with full_disk_is_error(f"the segment indexes of {file_from}"):  # TooManyOpenFilesError too
+                seg = SegmentIndex(self.directory, file_from, interval=self.interval,
+                                   max_index_size=self.max_index_size, writable=not self.read_only, impl=self.impl,
+                                   fresh=fresh)
             self.segments[file_from] = seg
         if seg.count == 0:
             prev = [s for f, s in self.segments.items() if f < file_from and s.count]

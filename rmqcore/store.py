@@ -74,9 +74,12 @@ from .errors import (
     RmqError,
     StoreAccessError,
     StoreClosedError,
+    TooManyOpenFilesError,
+    full_disk_is_error,
 )
 from .flush import AsyncFlushService, DurableAck, GroupCommitService
 from .lifecycle import gated, new_gate
+from .mappedfile import MapPool, open_files_budget
 from .message import MessageExt, compute_tags_code, decode_message_id
 from .recovery import QueueRepair, RecoveryReport, cut_commitlog, record_sound, unit_problem
 from .storelock import StoreLock
@@ -347,7 +350,10 @@ class MessageStore:
             self._dispatcher.set_hints(ap.hints, ap.hint_head)
         self._lock_wanted = np.zeros(1, dtype=np.int64)  # callers waiting for the dispatch lock
         self._wanted_mutex = threading.Lock()  # for its read-modify-writes
-        self._bound: dict[tuple[bytes, int], tuple[ConsumeQueue, Any]] = {}
+        # consume-queue files mapped at once (MapPool); the dispatcher holds at most half of them
+        self._map_pool = MapPool(cfg.max_open_queue_files or open_files_budget())
+        self._bound: dict[tuple[bytes, int], tuple[ConsumeQueue, Any]] = {}  # least recently bound first
+        self._bind_max = max(1, self._map_pool.budget // 2)
         self._bound_index: Any = None
         self._no_seg = np.zeros(10, dtype=np.int64)  # Dispatcher.run's segment state when there is no index
         self._seg_out = np.empty((4, 65536), dtype=np.int64)
@@ -400,7 +406,8 @@ class MessageStore:
             self._dispatcher.set_signals(self._gil_request, self._lock_wanted)
             # caught up with a busy writer, a run naps for more instead of returning for the GIL
             self._dispatcher.live_nap(_LIVE_NAP_NS, _LIVE_IDLE_NS)
-            self._wake = os.pipe()  # close writes a byte: the reput thread's nap ends at once
+            with full_disk_is_error("the reput thread's wake-up pipe"):
+                self._wake = os.pipe()  # close writes a byte: the reput thread's nap ends at once
             self._reput_thread = threading.Thread(target=self._reput_loop, name="rmqcore-reput", daemon=True)
             self._reput_thread.start()
         if cfg.logics_warm_ahead > 0 and not self.read_only:
@@ -431,7 +438,7 @@ class MessageStore:
                     continue  # non-numeric queue dirs are skipped, as RocketMQ does
                 cq = ConsumeQueue(
                     self.store_dir, tdir.name, int(qdir.name), file_size=self.config.cq_file_size,
-                    read_only=self.read_only, huge_pages=self._huge_pages,
+                    read_only=self.read_only, huge_pages=self._huge_pages, pool=self._map_pool,
                 )
                 cq.load()
                 self.consume_queues[(tdir.name, int(qdir.name))] = cq
@@ -821,7 +828,7 @@ class MessageStore:
             if type(topic) is not str or type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
                 raise ConfigError(f"no queue can be made for topic {topic!r} and queue_id {queue_id!r}")
             cq = ConsumeQueue(self.store_dir, topic, queue_id, file_size=self.config.cq_file_size,
-                              huge_pages=self._huge_pages)
+                              huge_pages=self._huge_pages, pool=self._map_pool)
             self.consume_queues[(topic, queue_id)] = cq
             self._note_topic(topic, queue_id)
         return cq
@@ -977,10 +984,26 @@ class MessageStore:
         except InvalidTopicError as e:
             raise InvalidRecordError(str(e), position, None if path is None else str(path)) from None
         assert cq is not None
-        mf = cq._writable(queue_offset * L.CQ_UNIT_SIZE)
-        self._dispatcher.bind_queue(topic_b, queue_id, mf.mm, mf.file_from_offset, mf.wrote_position,
+        self._bind((topic_b, queue_id), cq, cq._writable(queue_offset * L.CQ_UNIT_SIZE))
+
+    def _bind(self, key: tuple[bytes, int], cq: ConsumeQueue, mf: Any) -> None:
+        """Bind ``mf`` of ``cq`` to the dispatcher (pinned in the map pool meanwhile); beyond
+        ``_bind_max`` bound queues the least recently bound one is let go (bound again when a
+        record needs it)."""
+        old = self._bound.pop(key, None)
+        if old is not None and old[1] is not mf:
+            self._map_pool.pin(old[1], False)
+        self._map_pool.pin(mf, True)
+        self._dispatcher.bind_queue(key[0], key[1], mf.mm, mf.file_from_offset, mf.wrote_position,
                                     cq.max_physic_offset)
-        self._bound[(topic_b, queue_id)] = (cq, mf)
+        self._bound[key] = (cq, mf)
+        while len(self._bound) > self._bind_max:
+            self._unbind(next(iter(self._bound)))
+
+    def _unbind(self, key: tuple[bytes, int]) -> None:
+        _cq, mf = self._bound.pop(key)
+        self._dispatcher.bind_queue(key[0], key[1], None, 0, 0, 0)
+        self._map_pool.pin(mf, False)
 
     def _bind_index(self) -> None:
         """Give the dispatcher the last index file (a new one when it is full: getAndCreateLastIndexFile)."""
@@ -1015,6 +1038,8 @@ class MessageStore:
     def _release_dispatcher(self) -> None:
         """Let go of the files the dispatcher holds (before any of them is unmapped)."""
         self._dispatcher.release()
+        for _cq, mf in self._bound.values():
+            self._map_pool.pin(mf, False)
         self._bound.clear()
         self._bound_index = None
 
@@ -1036,12 +1061,9 @@ class MessageStore:
             cq, _ = self._bound[key]
             last = cq.queue.last()
             if last is not None and not last.is_full():
-                self._dispatcher.bind_queue(topic_b, key[1], last.mm, last.file_from_offset, last.wrote_position,
-                                            cq.max_physic_offset)
-                self._bound[key] = (cq, last)
+                self._bind(key, cq, last)
             else:
-                self._dispatcher.bind_queue(topic_b, key[1], None, 0, 0, 0)
-                del self._bound[key]
+                self._unbind(key)
         if self.index is not None and self.index._files:
             self._bind_index()
         return int(mf.file_from_offset + end_pos)
@@ -1110,15 +1132,16 @@ class MessageStore:
                         done = 0
                     else:
                         done = self._dispatch(self.reput_from_offset + _REPUT_STEP, True)
-                except DiskFullError as e:
-                    # no space for a new consume-queue or index file: what was dispatched stays so;
-                    # wait_dispatched raises this meanwhile, and dispatch goes on once space is back
+                except (DiskFullError, TooManyOpenFilesError) as e:
+                    # no space or no descriptor for a new consume-queue or index file: what was
+                    # dispatched stays so; wait_dispatched raises this meanwhile, and dispatch goes
+                    # on once space (or a descriptor) is back
                     self._reput_error = e
                     if self._stop.wait(backoff):
                         return
                     backoff = min(backoff * 2, 1.0)
                     continue
-                if self._reput_error is not None:  # a DiskFullError: space came back
+                if self._reput_error is not None:  # space or a descriptor came back
                     self._reput_error = None
                     backoff = 0.01
                 if done == 0:
@@ -1736,9 +1759,9 @@ class MessageStore:
 
     def _close_sealed(self) -> None:
         """``close`` once no call is under way: threads stop, then the last dispatch and flush, and
-        the files go."""
-        self._stop_threads()
+        the files go (they go too when a thread's kept error is raised: the abort file stays)."""
         try:
+            self._stop_threads()
             if not self.read_only:
                 self._dispatch(None, False)
                 self._flush()
@@ -1768,7 +1791,23 @@ class MessageStore:
             self._close_files()
 
     def _stop_threads(self) -> None:
-        """Stop the reput thread (after its run), the flush services and the logics warm-ahead."""
+        """Stop the reput thread (after its run), the flush services and the logics warm-ahead:
+        every one of them, even when stopping one raised (a flush service's kept error), which is
+        raised once all have stopped (no thread is left in a map the caller unmaps)."""
+        with contextlib.ExitStack() as steps:  # callbacks run last-in first-out
+            if self._logics_warmer is not None:  # before any file is unmapped
+                steps.callback(self._stop_logics_warmer)
+            for svc in (self._logics_flush, self._async_flush, self._group_commit):
+                if svc is not None:
+                    steps.callback(svc.stop)
+            self._stop_reput()
+
+    def _stop_logics_warmer(self) -> None:
+        if self._logics_warmer is not None:
+            self._logics_warmer.stop()
+            self._logics_warmer = None
+
+    def _stop_reput(self) -> None:
         if self._reput_thread is not None:
             self._stop.set()
             try:
@@ -1783,12 +1822,6 @@ class MessageStore:
                     self._wake = None
             self.commitlog._appender.set_gil_request(None)
             self._dispatcher.set_signals(None, None)
-        for svc in (self._group_commit, self._async_flush, self._logics_flush):
-            if svc is not None:
-                svc.stop()
-        if self._logics_warmer is not None:  # before any file is unmapped
-            self._logics_warmer.stop()
-            self._logics_warmer = None
 
     def _close_files(self) -> None:
         """Let go of every file, each step even when an earlier one raised: the lookup's and the

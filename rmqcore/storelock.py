@@ -18,7 +18,7 @@ import os
 import threading
 from pathlib import Path
 
-from .errors import StoreLockedError
+from .errors import StoreLockedError, full_disk_is_error
 
 __all__ = ["StoreLock", "held_here"]
 
@@ -63,6 +63,10 @@ class StoreLock:
             raise
 
     def _lock_file(self, path: Path) -> tuple[int, bool]:
+        with full_disk_is_error(str(path)):  # no descriptor left: TooManyOpenFilesError
+            return self._lock_file_once(path)
+
+    def _lock_file_once(self, path: Path) -> tuple[int, bool]:
         while True:
             made = False
             flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)

@@ -2,6 +2,7 @@
 descriptors many consume queues need (issue 23)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,11 +159,181 @@ def test_asking_about_the_lock_in_the_writers_process_keeps_it(tmp_path: Path, i
 
     with MessageStore(tmp_path, impl=impl.name, **GEOM):
         state = _lock_state(tmp_path)
-        code = ("import sys\nfrom rmqcore.store import MessageStore\nfrom rmqcore.errors import StoreLockedError\n"
+        code = ("import sys\nfrom rmqcore.store import MessageStore\n"
+                "from rmqcore.errors import StoreLockedError\n"
                 f"try:\n    MessageStore({str(tmp_path)!r})\nexcept StoreLockedError:\n    sys.exit(7)\n")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert p.returncode == 7, p.stderr
         assert state == {"exists": True, "held": True, "pid": os.getpid()}
+
+
+# -- descriptors -------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _fast_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory on tmpfs where there is one (else ``tmp_path``), removed afterwards: the tests
+    that open, sync and close thousands of files would spend most of their time on a disk."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    root = Path(tempfile.mkdtemp(prefix="rmqcore-test-", dir=shm))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root)
+
+
+def _child(*args: str) -> dict[str, Any]:
+    """Run ``__main__`` below with ``args`` in a process of its own (it lowers its descriptor limit)."""
+    p = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, f"the child ended with {p.returncode}: {p.stderr[-3000:]}"
+    return json.loads(p.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _ten_thousand_queues(impl: str, root: str) -> dict[str, Any]:
+    """10,000 queues (100 topics x 100 queue ids) under ``ulimit -n 1024``: one keyed message each,
+    every seventh queue pulled and key looked up; the store closed and reopened, every queue pulled
+    and every tenth key looked up."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+    geom = dict(commitlog_file_size=4 << 20, cq_file_size=20 * 16, index_slots=5000, index_entries=20000)
+    out: dict[str, Any] = {}
+    for phase in ("write", "reopen"):
+        with MessageStore(root, impl=impl, **geom) as s:
+            if phase == "write":
+                for i in range(10_000):
+                    s.put(f"T{i // 100}", b"m%d" % i, i % 100, keys=f"k{i}")
+                assert s.wait_dispatched(120)
+            step = 7 if phase == "write" else 1
+            found = sum(s.get_messages("g", f"T{i // 100}", i % 100, 0).messages[0].body == b"m%d" % i
+                        for i in range(0, 10_000, step))
+            looked = sum(s.lookup(f"T{i // 100}", f"k{i}") == b"m%d" % i for i in range(0, 10_000, 10 * step))
+            out[phase] = [found, looked, len(s.consume_queues), s._map_pool.mapped, s._map_pool.budget,
+                          len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0]
+    return out
+
+
+@pytest.mark.slow  # 9 s native, 25 s pure on a busy 2-core machine: 10,000 files made, synced and reopened
+def test_ten_thousand_queues_under_ulimit_1024(tmp_path: Path, impl) -> None:
+    """Each consume-queue file held two descriptors: with 600 queues under ``ulimit -n 1024`` the
+    reput thread died with EMFILE and no writable reopen succeeded. Now at most a quarter of the
+    limit is mapped (the pool's budget, 256 here), the rest mapped again when used."""
+    with _fast_dir(tmp_path) as root:
+        out = _child("queues", impl.name, str(root / "store"))
+    for phase, n in (("write", 7), ("reopen", 1)):
+        found, looked, queues, mapped, budget, fds = out[phase]
+        assert (found, looked, queues, budget) == (len(range(0, 10_000, n)), len(range(0, 10_000, 10 * n)),
+                                                   10_000, 256), (phase, out)
+        assert mapped <= budget and fds < 1024, (phase, out)
+
+
+def _held_under(d: Path) -> int:
+    """Descriptors of this process open on files under ``d`` (maps hold one each)."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith(str(d))
+        except OSError:
+            pass
+    return n
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_queue_files_beyond_the_budget_are_mapped_again_when_used(tmp_path: Path, impl) -> None:
+    """With ``max_open_queue_files=8``, 60 queues: at most 8 consume-queue files hold a descriptor
+    (the rest let go of their maps, dirty ones too) and each is mapped again when read, flushed or
+    dispatched to; every message is there, after a reopen as well."""
+    s = MessageStore(tmp_path, impl=impl.name, max_open_queue_files=8, **GEOM)
+    try:
+        for r in range(3):
+            for q in range(60):
+                s.put(f"T{q % 6}", b"m%d-%d" % (q, r), q // 6, keys=f"k{q}-{r}")
+            s.dispatch()
+            assert s._map_pool.mapped <= 8 and _held_under(tmp_path / "consumequeue") <= 8
+        reopened = s._map_pool.reopened
+        for q in range(60):
+            got = s.get_messages("g", f"T{q % 6}", q // 6, 0)
+            assert [m.body for m in got.messages] == [b"m%d-%d" % (q, r) for r in range(3)]
+        assert s._map_pool.reopened > reopened and _held_under(tmp_path / "consumequeue") <= 8
+        s.flush()  # syncs the queues whose maps were let go with unsynced units
+        assert all(mf.flushed_position == mf.wrote_position for cq in s.consume_queues.values()
+                   for mf in cq.queue.files)
+    finally:
+        s.close()
+    with MessageStore(tmp_path, impl=impl.name, max_open_queue_files=8) as s2:
+        assert s2.last_exit_ok and len(s2.consume_queues) == 60
+        assert all(s2.max_offset(f"T{q % 6}", q // 6) == 3 for q in range(60))
+        assert s2.lookup("T5", "k59-2") == b"m59-2" and _held_under(tmp_path / "consumequeue") <= 8
+
+
+def _out_of_descriptors(impl: str, root: str) -> dict[str, Any]:
+    """With every descriptor of the process taken (but the pool's), calls that need a file raise
+    TooManyOpenFilesError and change nothing; once descriptors are free again the store works on,
+    the reput thread included (it waited, it did not die)."""
+    import errno
+    import resource
+
+    from rmqcore.errors import RmqError
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    out: dict[str, Any] = {}
+    s = MessageStore(root, impl=impl, max_open_queue_files=16, **GEOM)
+    for q in range(4):
+        s.put("T", b"before%d" % q, q)
+    s.commit_offset("g", "T", 0, 1)
+    s.flush()
+    held = []
+    try:
+        while True:  # every descriptor left
+            held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError as e:
+        assert e.errno == errno.EMFILE
+    errors: dict[str, str] = {}
+    out["old queues"] = [m.body.decode() for q in range(4) for m in s.get_messages("g", "T", q, 0).messages]
+    for name, call in (("commit_offset", lambda: s.commit_offset("g", "T", 0, 2)), ("flush", s.flush),
+                       ("new queue", lambda: (s.put("NEW", b"new", 0), s.get_messages("g", "NEW", 0, 0))),
+                       ("wait_dispatched", lambda: s.wait_dispatched(5))):
+        try:
+            call()
+            errors[name] = "no error"
+        except RmqError as e:
+            errors[name] = f"{type(e).__name__} {getattr(e, 'errno', None)}"
+        except BaseException as e:  # noqa: BLE001 - what the test reports
+            errors[name] = f"{type(e).__name__}: {e}"
+    out["errors"] = errors
+    out["offset kept"] = s.fetch_offset("g", "T", 0)
+    for fd in held:
+        os.close(fd)
+    deadline = time.monotonic() + 60
+    while True:  # the reput thread retries after a pause (up to a second): it reports the error until then
+        try:
+            out["dispatched"] = s.wait_dispatched(1)
+            break
+        except RmqError:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    out["reput alive"] = s._reput_thread is not None and s._reput_thread.is_alive()
+    out["new"] = [m.body.decode() for m in s.get_messages("g", "NEW", 0, 0).messages]
+    s.commit_offset("g", "T", 0, 3)
+    s.flush()
+    s.close()
+    with MessageStore(root, impl=impl) as s2:
+        out["reopened"] = [s2.last_exit_ok, s2.fetch_offset("g", "T", 0), s2.max_offset("NEW", 0)]
+    return out
+
+
+def test_out_of_descriptors_is_an_rmq_error_and_the_store_goes_on(tmp_path: Path, impl) -> None:
+    out = _child("emfile", impl.name, str(tmp_path / "store"))
+    refused = "TooManyOpenFilesError 24"
+    assert out["errors"] == {"commit_offset": refused, "flush": refused, "new queue": refused,
+                             "wait_dispatched": refused}
+    assert out["offset kept"] == 1 and out["old queues"] == ["before0", "before1", "before2", "before3"]
+    assert out["dispatched"] is True and out["reput alive"] and out["new"] == ["new"]
+    assert out["reopened"] == [True, 3, 1]
 
 
 # -- reads past the end ---------------------------------------------------------------------------------
@@ -320,26 +492,19 @@ def test_threads_racing_close_see_only_store_closed_error(tmp_path: Path, impl) 
     runs: each call completes or raises StoreClosedError, never another error, a hang or a crash
     (the race runs in a subprocess, so a crash fails this test, not the run), close() itself
     raises nothing, and the store reopens after a clean shutdown with every acknowledged put."""
-    # on tmpfs where there is one: each round opens, closes and reopens a store, and their syncs
-    # would be most of the time on a disk
-    shm = Path("/dev/shm")
-    on_shm = shm.is_dir() and os.access(shm, os.W_OK)
-    root = Path(tempfile.mkdtemp(prefix="rmqcore-race-", dir=shm)) if on_shm else tmp_path
-    try:
-        p = subprocess.run([sys.executable, __file__, "race", impl.name, str(root), "0", "100"],
-                           capture_output=True, text=True, timeout=300)
-    finally:
-        if root != tmp_path:
-            shutil.rmtree(root)
-    assert p.returncode == 0, f"the race process ended with {p.returncode}: {p.stderr[-3000:]}"
-    out = json.loads(p.stdout.strip().splitlines()[-1])
+    with _fast_dir(tmp_path) as root:  # each round opens, closes and reopens a store
+        out = _child("race", impl.name, str(root), "0", "100")
     assert out["foreign"] == [] and out["rounds"] >= 100, "\n".join(out["foreign"][:5])
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "race":
-        import faulthandler
+    import faulthandler
 
-        faulthandler.enable()
-        faulthandler.dump_traceback_later(240, exit=True)
+    faulthandler.enable()
+    faulthandler.dump_traceback_later(500, exit=True)
+    if sys.argv[1] == "race":
         print(json.dumps(_race(sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]))))
+    elif sys.argv[1] == "queues":
+        print(json.dumps(_ten_thousand_queues(sys.argv[2], sys.argv[3])))
+    elif sys.argv[1] == "emfile":
+        print(json.dumps(_out_of_descriptors(sys.argv[2], sys.argv[3])))
