@@ -517,7 +517,6 @@ class CommitLog:
         mf = self.queue.find(offset)
         return mf, offset - mf.file_from_offset
 
-    @gated
     def read(self, offset: int, verify_crc: bool = False) -> MessageExt:
         """The message whose record starts at global ``offset``.
 
@@ -526,6 +525,14 @@ class CommitLog:
             CorruptionError: the bytes there are not a valid record (with path and file offset).
             ConfigError: ``offset`` is not an integer.
         """
+        gate = self._gate  # entered here, not through ``gated`` (~0.2 us less a call)
+        gate.enter()
+        try:
+            return self._read(offset, verify_crc)
+        finally:
+            gate.leave()
+
+    def _read(self, offset: int, verify_crc: bool) -> MessageExt:
         self._check_open()
         verify_crc = bool_arg(verify_crc, "verify_crc")
         mf, pos = self._locate(int_arg(offset, "offset"))
@@ -537,23 +544,26 @@ class CommitLog:
             raise OffsetOutOfRangeError(f"no message at offset {offset} (BLANK or unwritten)")
         return MessageExt(offset, raw)
 
-    @gated
     def read_many(self, offsets: Sequence[int], verify_crc: bool = False) -> list[MessageExt]:
         """``[read(o, verify_crc) for o in offsets]``, decoding each run of offsets in one file in
         one kernel call (how a pull's messages are read). Raises as ``read`` does, for the first
         offset that fails; ConfigError when an offset is not an integer (checked only once the
         walk stumbles on one: a pull's offsets are ints, and this is its read path)."""
-        self._check_open()
-        verify_crc = bool_arg(verify_crc, "verify_crc")
-        if type(offsets) is not list and (isinstance(offsets, (str, bytes, bytearray, Mapping))
-                                          or not isinstance(offsets, Sequence)):
-            raise ConfigError(f"offsets must be a sequence of integers, not {type(offsets).__name__}")
+        gate = self._gate  # entered here, not through ``gated`` (~0.2 us less a call)
+        gate.enter()
         try:
+            self._check_open()
+            verify_crc = bool_arg(verify_crc, "verify_crc")
+            if type(offsets) is not list and (isinstance(offsets, (str, bytes, bytearray, Mapping))
+                                              or not isinstance(offsets, Sequence)):
+                raise ConfigError(f"offsets must be a sequence of integers, not {type(offsets).__name__}")
             return self._read_many(offsets, verify_crc)
         except TypeError:
             for o in offsets:
                 int_arg(o, "offset")
             raise
+        finally:
+            gate.leave()
 
     def _read_many(self, offsets: Sequence[int], verify_crc: bool) -> list[MessageExt]:
         out: list[MessageExt] = []

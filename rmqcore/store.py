@@ -1187,19 +1187,29 @@ class MessageStore:
         except TypeError:
             raise ConfigError(f"no queue is named by topic {topic!r} and queue_id {queue_id!r}") from None
 
-    @gated
+    # the calls a consumer makes in a loop enter the gate themselves (``gated``'s wrapper, with its
+    # argument packing, cost ~0.3 us a call; this ~0.1 us)
     def min_offset(self, topic: str, queue_id: int) -> int:
         """getMinOffsetInQueue (0 for an unknown queue)."""
-        self._caught_up()
-        cq = self._queue_of(topic, queue_id)
-        return cq.min_offset if cq else 0
+        gate = self._gate
+        gate.enter()
+        try:
+            self._caught_up()
+            cq = self._queue_of(topic, queue_id)
+            return cq.min_offset if cq else 0
+        finally:
+            gate.leave()
 
-    @gated
     def max_offset(self, topic: str, queue_id: int) -> int:
         """getMaxOffsetInQueue: one past the last message (0 for an unknown queue)."""
-        self._caught_up()
-        cq = self._queue_of(topic, queue_id)
-        return cq.max_offset if cq else 0
+        gate = self._gate
+        gate.enter()
+        try:
+            self._caught_up()
+            cq = self._queue_of(topic, queue_id)
+            return cq.max_offset if cq else 0
+        finally:
+            gate.leave()
 
     @gated
     def read_record_bytes(self, physical_offset: int, size: int) -> bytes:
@@ -1221,7 +1231,6 @@ class MessageStore:
             raise OffsetOutOfRangeError(f"record at {physical_offset} runs past the written data")
         return bytes(mf.mm[pos : pos + size])
 
-    @gated
     def get_messages(
         self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
         max_bytes: int = 128 * 1024 * 1024, tag_filter: str | None = None,
@@ -1232,6 +1241,15 @@ class MessageStore:
             ConfigError: ``offset``, ``max_msgs`` or ``max_bytes`` is not an integer, or ``tag_filter``
                 is not a str (nor None).
         """
+        gate = self._gate
+        gate.enter()
+        try:
+            return self._get_messages(group, topic, queue_id, offset, max_msgs, max_bytes, tag_filter)
+        finally:
+            gate.leave()
+
+    def _get_messages(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int, max_bytes: int,
+                      tag_filter: str | None) -> GetResult:
         if not (type(offset) is type(max_msgs) is type(max_bytes) is int):  # the usual case, checked at once
             offset, max_msgs, max_bytes = (int_arg(offset, "offset"), int_arg(max_msgs, "max_msgs"),
                                            int_arg(max_bytes, "max_bytes"))
@@ -1373,7 +1391,6 @@ class MessageStore:
         if lk is not None:
             lk.release()
 
-    @gated
     def query_offsets(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1, max_num: int = 64) -> list[int]:
         """The raw index answer of queryMessage: physical offsets sorted ascending (hash matches only).
 
@@ -1381,6 +1398,14 @@ class MessageStore:
             ConfigError: the index is disabled, or an argument has the wrong type (``begin``,
                 ``end`` and ``max_num`` are integers; values past int64 are the same as no bound).
         """
+        gate = self._gate
+        gate.enter()
+        try:
+            return self._query_offsets(topic, key, begin, end, max_num)
+        finally:
+            gate.leave()
+
+    def _query_offsets(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int]:
         begin, end, max_num = _query_args("query_offsets", topic, key, begin, end, max_num)
         self._caught_up()
         if self.index is None:
