@@ -100,7 +100,7 @@ def test_the_registry_lists_every_kernel_module() -> None:
     assert sorted(_impl.KERNELS) == pure
     if native:
         assert sorted(_impl.KERNELS) == native
-    assert len(_impl.KERNELS) == 11
+    assert len(pure) >= 11  # the glob found the twins (an empty directory would pass the equalities)
 
 
 def test_every_kernel_loads_through_the_registry(impl: SimpleNamespace) -> None:
