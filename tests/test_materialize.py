@@ -32,6 +32,7 @@ from rmqcore.columnar.manifest import (  # noqa: E402
     run_lock,
     save_manifest,
 )
+from rmqcore import layout as L  # noqa: E402
 from rmqcore.columnar.materialize import materialize  # noqa: E402
 from rmqcore.columnar.stores import open_commitlog  # noqa: E402
 from rmqcore.errors import ChecksumError, StoreLockedError  # noqa: E402
@@ -220,6 +221,33 @@ def test_corrupt_record_is_reported_and_not_copied(tmp_path: Path) -> None:
     assert [c.file for c in current_copies(store, FILE)] == [f"{0:020d}"]
     made = [q.name for q in columnar_dir(store).iterdir() if q.name.endswith(".parquet") or ".tmp-" in q.name]
     assert made == [f"{0:020d}.parquet"]
+
+
+def test_a_reader_ends_quietly_at_the_live_end_and_reports_damage_before_later_records(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    _fill(store, 1200)
+    cl = open_commitlog(str(store), FILE)
+    end = cl.max_offset
+    cl.close()
+    # a writer's record half-written at the end and its next file allocated ahead (zeros): the end
+    last = store / "commitlog" / f"{3 * FILE:020d}"
+    data = bytearray(last.read_bytes())
+    data[end - 3 * FILE:end - 3 * FILE + 8] = (200).to_bytes(4, "big") + L.MAGIC_V1.to_bytes(4, "big", signed=True)
+    last.write_bytes(data)
+    (store / "commitlog" / f"{4 * FILE:020d}").write_bytes(bytes(FILE))
+    cl = open_commitlog(str(store), FILE)
+    assert cl.max_offset == end
+    cl.close()
+    # a damaged record in the third file (recovery scans the last three), records after it:
+    # reported where it is
+    bad = [r for r in _decoded(store) if 2 * FILE <= r["physical_offset"] < 3 * FILE][7]
+    third = store / "commitlog" / f"{2 * FILE:020d}"
+    data = bytearray(third.read_bytes())
+    data[data.index(bad["body"], bad["physical_offset"] - 2 * FILE) + 1] ^= 0x01
+    third.write_bytes(data)
+    with pytest.raises(ChecksumError) as e:
+        open_commitlog(str(store), FILE)
+    assert (e.value.path, e.value.position) == (str(third), bad["physical_offset"] - 2 * FILE)
 
 
 def test_one_run_at_a_time(tmp_path: Path) -> None:

@@ -188,16 +188,23 @@ def _check_sealed(src: str, scan_end: int, file_size: int) -> None:
                               position=scan_end, path=src)
 
 
-def _plan(store_dir: str, file_size: int) -> tuple[list[int], list[int], int]:
-    """Base offsets of the sealed files and of the unsealed one with data (none or one), and the
-    log's valid end."""
-    cl = open_commitlog(store_dir, file_size)
+def _plan(store_dir: str, file_size: int) -> tuple[list[int], list[int], int, CorruptionError | None]:
+    """Base offsets of the sealed files and of the unsealed one with data (none or one), the log's
+    valid end, and the damaged record it ends at when records follow it (none then is unsealed: the
+    files before the damage are copied, then the damage is raised)."""
+    damage = None
+    try:
+        cl = open_commitlog(store_dir, file_size)
+    except CorruptionError as e:
+        assert e.path is not None and e.position is not None
+        damage = e
+        cl = open_commitlog(store_dir, file_size, int(os.path.basename(e.path)) + e.position)
     try:
         end = cl.max_offset
         sealed = [mf.file_from_offset for mf in cl.queue.files if mf.file_end_offset <= end]
         unsealed = [mf.file_from_offset for mf in cl.queue.files
-                    if mf.file_from_offset < end < mf.file_end_offset]
-        return sealed, unsealed, end
+                    if damage is None and mf.file_from_offset < end < mf.file_end_offset]
+        return sealed, unsealed, end, damage
     finally:
         cl.close()
 
@@ -240,7 +247,7 @@ def materialize(
         for p in temp_files(store):  # a killed run's half-written copies (no run is live: we hold the lock)
             p.unlink(missing_ok=True)
             rep.removed.append(p.name)
-        sealed, unsealed, end = _plan(store, file_size)
+        sealed, unsealed, end, damage = _plan(store, file_size)
         rep.unsealed = len(unsealed)
         names = set(os.listdir(os.path.join(store, "commitlog")))
         entries = {k: e for k, e in load_manifest(store).items() if k in names}
@@ -263,7 +270,7 @@ def materialize(
                 todo.append(FileTask(store, f, file_size, end, compression, row_group_bytes, tail=True))
         if todo:
             save_manifest(store, entries.values())  # without entries of deleted files
-        failed: list[CorruptionError] = []
+        failed: list[CorruptionError] = [] if damage is None else [damage]
         for e in (convert_all or _one_by_one)(todo):
             if isinstance(e, CorruptionError):
                 failed.append(e)

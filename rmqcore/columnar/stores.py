@@ -47,10 +47,25 @@ def geometry(store_dir: str, commitlog_file_size: Any = None, cq_file_size: Any 
 
 
 def open_commitlog(store_dir: str, file_size: int, end: int | None = None) -> Any:
-    """The store's CommitLog, read-only: recovered to the end of its valid data, or cut at ``end``."""
-    from ..commitlog import CommitLog
+    """The store's CommitLog, read-only: recovered to the end of its valid data, or cut at ``end``.
 
-    cl = CommitLog(store_dir, file_size=file_size, read_only=True, recover=end is None, prepare_next=False)
-    if end is not None:
+    Raises:
+        CorruptionError: recovering, the valid data stops at a damaged record while a later file
+            holds records: a reader reports the damage (path, position) rather than end silently in
+            the middle of the log. (A torn record at the live end, or a writer's next file allocated
+            ahead and still empty, is just the end.)
+    """
+    from ..commitlog import CommitLog, raise_status
+
+    cl = CommitLog(store_dir, file_size=file_size, read_only=True, recover=False, prepare_next=False)
+    try:
+        if end is None:
+            end, stop = cl.scan_end()
+            if stop is not None and any(mf.file_from_offset > stop.position and mf.mm[:8].strip(b"\0")
+                                        for mf in cl.queue.files):
+                raise_status(cl._codec, stop.status, stop.path, stop.position % file_size)
         cl.set_end(end)
+    except BaseException:
+        cl.close()
+        raise
     return cl
