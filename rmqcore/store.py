@@ -1429,10 +1429,14 @@ class MessageStore:
             raise OffsetOutOfRangeError(f"message id {msg_id} names store host {host}, the record says {m.store_host}")
         return m
 
-    @gated
     def store_time_of(self, physical_offset: int, size: int = 0) -> int | None:
         """STORETIMESTAMP of the record at ``physical_offset`` (CommitLog.pickupStoreTimestamp)."""
-        return self._store_time_of(physical_offset, size)
+        gate = self._gate  # entered here, not through ``gated``: a time search calls this per probe
+        gate.enter()
+        try:
+            return self._store_time_of(physical_offset, size)
+        finally:
+            gate.leave()
 
     def _store_time_of(self, physical_offset: int, size: int = 0) -> int | None:
         """``store_time_of`` outside the gate (recovery, and the consume queues' mtimes at close)."""
