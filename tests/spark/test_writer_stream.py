@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,14 @@ from pyspark.sql.types import (  # noqa: E402
     StructType,
 )
 
+from rmqcore.errors import (  # noqa: E402
+    ConfigError,
+    InvalidMessageError,
+    InvalidTopicError,
+    MessageTooLargeError,
+    PropertiesTooLargeError,
+    RmqError,
+)
 from rmqcore.spark import read_store  # noqa: E402
 from rmqcore.store import MessageStore  # noqa: E402
 
@@ -121,6 +130,64 @@ def test_failed_write_leaves_store_unchanged(spark, tmp_path: Path) -> None:
     assert {p.name: p.read_bytes() for p in (path / "commitlog").iterdir()} == before
     assert not os.path.exists(str(path) + ".rmq-staging")
     assert read_store(spark, str(path), **GEOM).count() == 20
+
+
+def _bad_rows() -> list[tuple[str, dict[str, Any], type[Exception], str]]:
+    from rmqcore import layout as L
+
+    big = "t" * (L.MAX_PROPERTIES_LEN + 1)
+    ok = {"topic": ["T", "T"], "queue_id": [0, 1], "body": [b"a", b"b"]}
+    return [
+        ("no body column", {"topic": ["T"], "queue_id": [0]}, ConfigError, "needs a 'body' column"),
+        ("null topic", {**ok, "topic": ["T", None]}, InvalidTopicError, "row 1: topic is null"),
+        ("null queue id", {**ok, "queue_id": [0, None]}, InvalidMessageError,
+         "row 1: invalid queue_id None"),
+        ("negative queue id", {**ok, "queue_id": [0, -1]}, InvalidMessageError,
+         "row 1: invalid queue_id -1"),
+        ("body too large", {**ok, "body": [b"a", bytes(L.DEFAULT_MAX_MESSAGE_SIZE + 1)]},
+         MessageTooLargeError, "row 1: body of"),
+        ("properties too large", {**ok, "tags": ["x", big]}, PropertiesTooLargeError, "row 1: properties of"),
+    ]
+
+
+@pytest.mark.parametrize("case", _bad_rows(), ids=lambda c: c[0])
+def test_writer_rejects_bad_rows_with_rmq_errors(tmp_path: Path, case: tuple) -> None:
+    """The sink's checks raise the RmqError classes the store's own puts raise (they raised bare
+    ValueError): before the store is opened, leaving no store and no staging files."""
+    import pyarrow as pa
+
+    from rmqcore.spark.rmq.writer import RmqWriter
+
+    _, cols, cls, msg = case
+    path = tmp_path / "s"
+    w = RmqWriter({"path": str(path)}, False)
+    staged = w.write(iter(pa.table(cols).to_batches()))
+    with pytest.raises(cls, match=msg) as e:
+        w.commit([staged])
+    assert isinstance(e.value, RmqError) and isinstance(e.value, ValueError)
+    assert not path.exists() and not os.path.exists(str(path) + ".rmq-staging")
+
+
+def test_writer_rejects_overwrite_and_properties_past_the_flavour_5_limit(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from rmqcore import layout as L
+    from rmqcore.spark.rmq.writer import RmqWriter, _properties_raw
+
+    with pytest.raises(ConfigError, match="only appends"):
+        RmqWriter({"path": str(tmp_path / "o")}, True)
+    # a properties string of exactly the limit: flavour 5 ends it with a separator, one byte too many
+    tags = "t" * (L.MAX_PROPERTIES_LEN - len(_properties_raw("t", None, None)) + 1)
+    assert len(_properties_raw(tags, None, None).encode()) == L.MAX_PROPERTIES_LEN
+    path = tmp_path / "s"
+    w = RmqWriter({"path": str(path), **{k.lower(): str(v) for k, v in GEOM.items()}}, False)
+    table = pa.table({"topic": ["T"], "queue_id": [0], "body": [b"x"], "tags": [tags]})
+    staged = w.write(iter(table.to_batches()))
+    with pytest.raises(PropertiesTooLargeError, match="properties exceed"):
+        w.commit([staged])
+    with MessageStore(path, **STORE_KW) as ms:
+        assert ms.commitlog.max_offset == 0
+    assert not os.path.exists(str(path) + ".rmq-staging")
 
 
 def _put(path: Path, start: int, n: int) -> None:

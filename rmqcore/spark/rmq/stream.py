@@ -19,6 +19,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from ... import layout as L
 from ...columnar.arrow import decode_range
 from ...columnar.stores import open_commitlog, store_dirs
+from ...errors import ConfigError
 from .options import store_geometry
 
 __all__ = ["RmqStreamReader", "StreamPartition"]
@@ -49,7 +50,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # t
         self.options = options
         dirs = store_dirs(options["path"])
         if len(dirs) != 1:
-            raise ValueError("a streaming rmq read takes one store directory")
+            raise ConfigError("a streaming rmq read takes one store directory")
         self.store = dirs[0]
         self.file_size, _ = store_geometry(self.store, options)
         self.max_rows = int(options.get("maxrowspertrigger", "0"))

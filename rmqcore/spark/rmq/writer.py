@@ -28,6 +28,13 @@ import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from ... import layout as L
+from ...errors import (
+    ConfigError,
+    InvalidMessageError,
+    InvalidTopicError,
+    MessageTooLargeError,
+    PropertiesTooLargeError,
+)
 
 __all__ = ["RmqWriter", "StagedPart"]
 
@@ -46,7 +53,7 @@ def _staging_root(path: str) -> str:
 class RmqWriter(DataSourceArrowWriter):
     def __init__(self, options: dict[str, str], overwrite: bool) -> None:
         if overwrite:
-            raise ValueError("the rmq sink only appends: use mode('append')")
+            raise ConfigError("the rmq sink only appends: use mode('append')")
         self.options = options
         self.path = options["path"]
         self.job = uuid.uuid4().hex
@@ -102,7 +109,7 @@ class RmqWriter(DataSourceArrowWriter):
             try:
                 if store.commitlog.flavour >= 5:  # properties end with a separator there
                     if max(g[5] for g in groups) + 1 > L.MAX_PROPERTIES_LEN:
-                        raise ValueError(f"properties exceed {L.MAX_PROPERTIES_LEN} UTF-8 bytes")
+                        raise PropertiesTooLargeError(f"properties exceed {L.MAX_PROPERTIES_LEN} UTF-8 bytes")
                     groups = [(*g[:3], [r + L.PROPERTY_SEPARATOR if r else r for r in g[3]], g[4] + 1, g[5])
                               for g in groups]
                 budget = max(1, min(_BATCH_BYTES, store.commitlog.file_size // 4))
@@ -175,14 +182,14 @@ def _batches_of(table: pa.Table) -> list[tuple[str, int, list[bytes], list[str],
     names = set(table.column_names)
     for req in ("topic", "queue_id", "body"):
         if req not in names:
-            raise ValueError(f"the rmq sink needs a {req!r} column (has {sorted(names)})")
+            raise ConfigError(f"the rmq sink needs a {req!r} column (has {sorted(names)})")
     n = table.num_rows
     if n == 0:
         return []
     topic_col = table.column("topic").combine_chunks()
     if topic_col.null_count:
         i = int(np.flatnonzero(topic_col.is_null().to_numpy(zero_copy_only=False))[0])
-        raise ValueError(f"row {i}: topic is null")
+        raise InvalidTopicError(f"row {i}: topic is null")
     enc = pc.dictionary_encode(topic_col)
     topics = enc.dictionary.to_pylist()
     for t in topics:
@@ -192,17 +199,18 @@ def _batches_of(table: pa.Table) -> list[tuple[str, int, list[bytes], list[str],
     qv = q.to_numpy(zero_copy_only=False) if not q.null_count else None
     if qv is None or qv.dtype.kind not in "iu":
         bad = [i for i, v in enumerate(q.to_pylist()) if v is None or not isinstance(v, int)]
-        raise ValueError(f"row {bad[0] if bad else 0}: invalid queue_id {q[bad[0] if bad else 0].as_py()!r}")
+        at = bad[0] if bad else 0
+        raise InvalidMessageError(f"row {at}: invalid queue_id {q[at].as_py()!r}")
     qv = qv.astype(np.int64)
     badq = np.flatnonzero((qv < 0) | (qv >= 2**31))
     if len(badq):
-        raise ValueError(f"row {int(badq[0])}: invalid queue_id {int(qv[badq[0]])!r}")
+        raise InvalidMessageError(f"row {int(badq[0])}: invalid queue_id {int(qv[badq[0]])!r}")
     body_col = table.column("body").combine_chunks()
     blen = pc.fill_null(pc.binary_length(body_col), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     big = np.flatnonzero(blen > L.DEFAULT_MAX_MESSAGE_SIZE)
     if len(big):
         i = int(big[0])
-        raise ValueError(f"row {i}: body of {int(blen[i])} bytes exceeds the 4 MiB message limit")
+        raise MessageTooLargeError(f"row {i}: body of {int(blen[i])} bytes exceeds the 4 MiB message limit")
     bodies = [b"" if b is None else b for b in body_col.to_pylist()]
     cols = [table.column(c).to_pylist() if c in names else None for c in ("tags", "keys", "properties")]
     cache: dict[Any, tuple[str, int]] = {}
@@ -216,7 +224,8 @@ def _batches_of(table: pa.Table) -> list[tuple[str, int, list[bytes], list[str],
             r = _properties_raw(tg, ks, pr)
             nb = len(r.encode("utf-8", "surrogatepass"))
             if nb > L.MAX_PROPERTIES_LEN:
-                raise ValueError(f"row {i}: properties of {nb} UTF-8 bytes exceed {L.MAX_PROPERTIES_LEN}")
+                raise PropertiesTooLargeError(
+                    f"row {i}: properties of {nb} UTF-8 bytes exceed {L.MAX_PROPERTIES_LEN}")
             got = cache[key] = (r, nb)
         raws.append(got[0])
         plens.append(got[1])
