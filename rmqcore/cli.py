@@ -404,7 +404,8 @@ def _cmd_materialize(args: argparse.Namespace) -> int:
         rate = rep.commitlog_bytes / 1e6 / rep.seconds if rep.seconds else 0.0
         print(f"{store}: {len(rep.converted)} files converted ({rep.commitlog_bytes:,} bytes of CommitLog -> "
               f"{rep.copy_bytes:,} bytes of Parquet, {rate:.0f} MB/s), {rep.current} already current, "
-              f"{rep.unsealed} unsealed (read from the CommitLog), {rep.pending} left for a later run")
+              f"{rep.unsealed} unsealed (snapshotted by readers, or --tail), "
+              f"{rep.pending} left for a later run")
     return 0
 
 
@@ -838,7 +839,7 @@ def build_parser() -> argparse.ArgumentParser:
     mat.add_argument("store_dir")
     mat.add_argument("--max-files", type=int, default=None, help="convert at most N files, oldest first")
     mat.add_argument("--tail", action="store_true",
-                     help="also copy what the unsealed last file holds now (a store no longer written)")
+                     help="also snapshot what no sealed copy holds now (a store no longer written)")
     mat.add_argument("--compression", default="snappy", choices=("snappy", "zstd", "lz4", "gzip", "none"))
     mat.add_argument("--commitlog-file-size", type=int, default=None,
                      help="bytes per commitlog file (default: rmqcore.json, else the files, else 1 GiB)")

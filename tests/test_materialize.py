@@ -25,17 +25,17 @@ from rmqcore.columnar import arrow as A  # noqa: E402
 from rmqcore.columnar.manifest import (  # noqa: E402
     FORMAT_VERSION,
     columnar_dir,
-    covers_log,
     current_copies,
     drop_copies,
     load_manifest,
     run_lock,
     save_manifest,
+    tail_dir,
 )
 from rmqcore import layout as L  # noqa: E402
 from rmqcore.columnar.materialize import materialize  # noqa: E402
 from rmqcore.columnar.stores import open_commitlog  # noqa: E402
-from rmqcore.errors import ChecksumError, StoreLockedError  # noqa: E402
+from rmqcore.errors import ChecksumError, DirectoryNotFoundError, StoreLockedError  # noqa: E402
 from rmqcore.store import MessageStore  # noqa: E402
 
 FILE = 65536
@@ -250,6 +250,19 @@ def test_a_reader_ends_quietly_at_the_live_end_and_reports_damage_before_later_r
     assert (e.value.path, e.value.position) == (str(third), bad["physical_offset"] - 2 * FILE)
 
 
+def test_not_a_store_is_a_directory_not_found_error(tmp_path: Path) -> None:
+    """(They were bare FileNotFoundErrors, outside RmqError; the class is still one.)"""
+    from rmqcore.columnar.stores import store_dirs
+
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DirectoryNotFoundError, match="no commitlog directory"):
+        materialize(tmp_path / "empty")
+    with pytest.raises(DirectoryNotFoundError, match="no RocketMQ store matches"):
+        store_dirs(str(tmp_path / "nothing-*"))
+    assert issubclass(DirectoryNotFoundError, FileNotFoundError)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["empty"]
+
+
 def test_one_run_at_a_time(tmp_path: Path) -> None:
     store = tmp_path / "s"
     _fill(store, 300)
@@ -257,34 +270,38 @@ def test_one_run_at_a_time(tmp_path: Path) -> None:
         materialize(store)
 
 
-def test_tail_copy_follows_the_unsealed_file(tmp_path: Path) -> None:
+def test_tail_snapshots_what_no_copy_holds(tmp_path: Path) -> None:
+    """materialize(tail=True): a snapshot of the unsealed file's records (outside the manifest,
+    unseen by directory readers), a new one for what it grows by (the first one stays: queries
+    planned on it keep reading it), the whole copy once it is sealed; the snapshots go after the
+    grace period, and with their CommitLog file."""
     store = tmp_path / "s"
     _fill(store, 1200)
     rep = materialize(store, tail=True)
     tails = [e for e in rep.converted if not e.sealed]
     end = open_commitlog(str(store), FILE).max_offset
-    assert len(tails) == 1 and tails[0].file_from == 3 * FILE and tails[0].scan_end == end - 3 * FILE
-    assert tails[0].copy == f"_tail/{3 * FILE:020d}.{end - 3 * FILE}.parquet"
-    assert covers_log(store, current_copies(store, FILE))
-    # directory readers see the sealed files' copies only; the tail copy holds the rest
-    assert _copies(store) == _decoded(store, 3 * FILE)
+    assert [(e.file_from, e.start, e.scan_end) for e in tails] == [(3 * FILE, 0, end - 3 * FILE)]
+    assert tails[0].copy.startswith(f"_tail/{3 * FILE:020d}.0-{end - 3 * FILE}.")
+    assert sorted(load_manifest(store)) == [f"{i * FILE:020d}" for i in range(3)]
+    assert _copies(store) == _decoded(store, 3 * FILE)  # directory readers: the sealed files' copies
     tail_rows = pq.read_table(columnar_dir(store) / tails[0].copy).to_pylist()
     assert tail_rows == [r for r in _decoded(store) if r["physical_offset"] >= 3 * FILE]
     assert materialize(store, tail=True).converted == []
-    _fill(store, 10, start=1200)  # the file grows: its tail copy is outgrown and replaced
-    assert not covers_log(store, current_copies(store, FILE))
+    _fill(store, 10, start=1200)
+    rep_grown = materialize(store, tail=True).converted
+    assert [(e.file_from, e.start, e.sealed) for e in rep_grown] == [(3 * FILE, end - 3 * FILE, False)]
+    assert (columnar_dir(store) / tails[0].copy).exists()
+    _fill(store, 600, start=1210)  # sealed now: a whole copy, and a snapshot of the next file
     rep = materialize(store, tail=True)
-    assert [(e.file_from, e.sealed) for e in rep.converted] == [(3 * FILE, False)]
-    assert not (columnar_dir(store) / tails[0].copy).exists()
-    _fill(store, 600, start=1210)  # sealed now: a whole copy, and a tail copy of the next file
-    rep = materialize(store, tail=True)
-    assert [(e.file_from, e.sealed) for e in rep.converted][:2] == [(3 * FILE, True), (4 * FILE, True)]
-    assert [e.sealed for e in load_manifest(store).values()].count(False) == 1
-    assert [p.name for p in (columnar_dir(store) / "_tail").iterdir()] == [
-        Path(e.copy).name for e in load_manifest(store).values() if not e.sealed]
-    assert covers_log(store, current_copies(store, FILE))
-    drop_copies(store, [e.file for e in load_manifest(store).values()])
-    assert list((columnar_dir(store) / "_tail").iterdir()) == []
+    assert [(e.file_from, e.sealed) for e in rep.converted] == [(3 * FILE, True), (4 * FILE, True),
+                                                                (5 * FILE, False)]
+    assert len(list(tail_dir(store).iterdir())) == 3 and rep.removed == []
+    live = rep.converted[-1].copy
+    rep = materialize(store, snapshot_grace=0)  # file 3's snapshots are unused now
+    assert sorted(rep.removed) == sorted(e.copy for e in tails + rep_grown)
+    assert [f"_tail/{p.name}" for p in tail_dir(store).iterdir()] == [live]
+    drop_copies(store, [f"{i * FILE:020d}" for i in range(6)])
+    assert list(tail_dir(store).iterdir()) == []
     assert list(columnar_dir(store).glob("*.parquet")) == []
 
 

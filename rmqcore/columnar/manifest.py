@@ -2,20 +2,18 @@
 
 ``<store>/rmqcore-columnar/`` holds one ``<commitlog file name>.parquet`` per converted file and
 ``_manifest.json`` (names starting with ``_`` or ``.`` are skipped by Spark, pyarrow.dataset and the
-``*.parquet`` globs of DuckDB and Polars). ``materialize(tail=True)`` also copies the records of the
-unsealed last file as they are now, to ``_tail/<name>.<end>.parquet``: read_store reads it, directory
-readers do not (they see sealed files only, each exactly once), and the next run that copies more of
-that file deletes it. Each manifest entry records the CommitLog file it was made
+``*.parquet`` globs of DuckDB and Polars). Each manifest entry records the CommitLog file it was made
 from: its name and size, where its CRC-checked records end (``scan_end``), their count, the position
 and first header bytes of its last record, and the copy's format version. A copy is *current* when
 its format version is this rmqcore's, the copy has the size recorded, the CommitLog file is there
 with the size recorded and its last record still has the header recorded: a file truncated and
 rewritten by recovery, or converted by an older rmqcore, is read from the CommitLog instead (and
-``materialize`` converts it again).
+``materialize`` converts it again). What no sealed copy holds -- the live tail -- is snapshotted by
+readers into ``_tail/`` (see :mod:`rmqcore.columnar.snapshot`), outside the manifest.
 
 Only ``materialize`` writes the manifest (one run at a time, ``_materialize.lock``). Retention
-(``MessageStore.clean_expired``) removes the copies of the files it deletes and leaves their
-entries, which no longer count (their CommitLog file is gone); the next run drops them.
+(``MessageStore.clean_expired``) removes the copies and snapshots of the files it deletes and leaves
+their entries, which no longer count (their CommitLog file is gone); the next run drops them.
 
 Needs neither pyarrow nor pyspark: the store's retention imports it.
 """
@@ -26,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -39,14 +38,15 @@ __all__ = [
     "FORMAT_VERSION",
     "CopyEntry",
     "columnar_dir",
+    "tail_dir",
     "copy_path",
-    "copy_files",
+    "sealed_copy_files",
     "file_of_copy",
     "load_manifest",
     "save_manifest",
     "record_head",
     "current_copies",
-    "covers_log",
+    "is_current",
     "drop_copies",
     "run_lock",
 ]
@@ -59,6 +59,12 @@ TAIL_DIR = "_tail"
 FORMAT_VERSION = 1
 HEAD_BYTES = 48  # a record's fixed header up to BORNTIMESTAMP: size, magic, CRC, queue, offsets, flags
 TEMP_MARK = ".parquet.tmp-"  # temp names: ".<name>.parquet.tmp-<pid>-<random>"
+COPY_METADATA = "rmqcore.copy"  # Parquet footer key of a copy's manifest entry (JSON)
+# snapshots (rmqcore.columnar.snapshot): the most CommitLog bytes one read converts, and how long a
+# snapshot no new read plans on is kept for the queries planned on it before (Spark's own
+# spark.sql.streaming.fileSink.log.cleanupDelay, for files a compaction superseded, is 10 minutes)
+SNAPSHOT_BYTES = 256 << 20
+GRACE_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -73,9 +79,10 @@ class CopyEntry:
     last_head: str  # hex of the first HEAD_BYTES bytes of that record
     copy: str  # the Parquet file's path relative to the columnar directory
     copy_bytes: int
-    sealed: bool = True  # False: the records the unsealed last file had (its first scan_end bytes)
+    sealed: bool = True  # False: a snapshot of the records in [start, scan_end) (rmqcore.columnar.snapshot)
     format_version: int = FORMAT_VERSION
     rmqcore_version: str = ""
+    start: int = 0  # file position of its first record (a snapshot's; 0 for a sealed copy)
 
     @property
     def file_from(self) -> int:
@@ -86,17 +93,23 @@ def columnar_dir(store_dir: str | os.PathLike[str]) -> Path:
     return Path(store_dir) / COLUMNAR_DIR
 
 
-def copy_path(store_dir: str | os.PathLike[str], file_name: str, tail_end: int | None = None) -> Path:
-    """Where the copy of sealed CommitLog file ``file_name`` goes, or that of its first ``tail_end``
-    bytes while it is the unsealed last file."""
-    d = columnar_dir(store_dir)
-    if tail_end is None:
-        return d / f"{file_name}.parquet"
-    return d / TAIL_DIR / f"{file_name}.{tail_end}.parquet"
+def tail_dir(store_dir: str | os.PathLike[str]) -> Path:
+    """The directory of the snapshots (:mod:`rmqcore.columnar.snapshot`)."""
+    return columnar_dir(store_dir) / TAIL_DIR
+
+
+def copy_path(store_dir: str | os.PathLike[str], file_name: str, piece: CopyEntry | None = None) -> Path:
+    """Where the copy of sealed CommitLog file ``file_name`` goes, or snapshot ``piece``:
+    ``_tail/<file>.<start>-<end>.<tag>.parquet``, the tag a CRC of its last record's header, so that
+    a snapshot of records recovery has since rewritten never has the name of one of the new ones."""
+    if piece is None:
+        return columnar_dir(store_dir) / f"{file_name}.parquet"
+    tag = zlib.crc32(bytes.fromhex(piece.last_head))
+    return tail_dir(store_dir) / f"{file_name}.{piece.start}-{piece.scan_end}.{tag:08x}.parquet"
 
 
 def file_of_copy(path: Path) -> str:
-    """The CommitLog file name a copy (sealed or tail) belongs to."""
+    """The CommitLog file name a copy (sealed or snapshot) belongs to."""
     return path.name.split(".", 1)[0]
 
 
@@ -134,10 +147,11 @@ def record_head(path: str | os.PathLike[str], position: int) -> str:
         return ""
 
 
-def _is_current(store_dir: Path, e: CopyEntry, file_size: int) -> bool:
+def is_current(store_dir: str | os.PathLike[str], e: CopyEntry, file_size: int) -> bool:
+    """Whether copy ``e`` still holds what its CommitLog file holds (see the module docs)."""
     if e.format_version != FORMAT_VERSION or e.file_size != file_size:
         return False
-    src = store_dir / "commitlog" / e.file
+    src = Path(store_dir) / "commitlog" / e.file
     try:
         if os.stat(src).st_size != e.file_size:
             return False
@@ -149,35 +163,23 @@ def _is_current(store_dir: Path, e: CopyEntry, file_size: int) -> bool:
 
 
 def current_copies(store_dir: str | os.PathLike[str], file_size: int) -> list[CopyEntry]:
-    """The manifest's current copies (see the module docs), in CommitLog order."""
+    """The manifest's current copies of sealed files (see the module docs), in CommitLog order (an
+    entry of an unsealed file's records, made by an earlier rmqcore's ``materialize(tail=True)``, is not
+    one: those copies are snapshots now)."""
     d = Path(store_dir)
-    return [e for _, e in sorted(load_manifest(d).items()) if _is_current(d, e, file_size)]
-
-
-def covers_log(store_dir: str | os.PathLike[str], copies: Iterable[CopyEntry]) -> bool:
-    """Whether ``copies`` (current ones) hold every record of the store's CommitLog: each file with
-    data has a sealed copy, or a tail copy after whose end nothing has been written."""
-    d = Path(store_dir) / "commitlog"
-    by_file = {e.file: e for e in copies}
-    for name in sorted(n for n in os.listdir(d) if L.file_name_to_offset(n) is not None):
-        e = by_file.get(name)
-        if e is not None and e.sealed:
-            continue
-        head = record_head(d / name, 0 if e is None else e.scan_end)
-        if head[:8].strip("0"):  # a record (or its start) where the copy ends, or a file never copied
-            return False
-    return True
+    return [e for _, e in sorted(load_manifest(d).items()) if e.sealed and is_current(d, e, file_size)]
 
 
 def drop_copies(store_dir: str | os.PathLike[str], file_names: Iterable[str]) -> None:
-    """Remove the copies of CommitLog files ``file_names`` (retention deleted them). Their manifest
-    entries stay until the next ``materialize``: without their CommitLog file they are not current."""
+    """Remove the copies and snapshots of CommitLog files ``file_names`` (retention deleted them).
+    Their manifest entries stay until the next ``materialize``: without their CommitLog file they are
+    not current."""
     d = columnar_dir(store_dir)
     if not d.is_dir():
         return
     for name in file_names:
         if L.file_name_to_offset(name) is not None:
-            for p in [d / f"{name}.parquet", *(d / TAIL_DIR).glob(f"{name}.*.parquet")]:
+            for p in [d / f"{name}.parquet", *tail_dir(store_dir).glob(f"{name}.*.parquet")]:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(p)
 
@@ -202,15 +204,13 @@ def run_lock(store_dir: str | os.PathLike[str]) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def copy_files(store_dir: str | os.PathLike[str]) -> list[Path]:
-    """Every copy (sealed and tail) in the columnar directory, made now or by an earlier run."""
-    d = columnar_dir(store_dir)
-    return sorted([*d.glob("*.parquet"), *(d / TAIL_DIR).glob("*.parquet")])
+def sealed_copy_files(store_dir: str | os.PathLike[str]) -> list[Path]:
+    """Every copy of a sealed file in the columnar directory, made now or by an earlier run."""
+    return sorted(columnar_dir(store_dir).glob("*.parquet"))
 
 
-def temp_files(store_dir: str | os.PathLike[str]) -> list[Path]:
-    """Copies a killed run left half-written (their temp names)."""
-    d = columnar_dir(store_dir)
-    dirs = [x for x in (d, d / TAIL_DIR) if x.is_dir()]
-    return sorted(p for x in dirs for p in x.iterdir() if p.name.startswith(".") and TEMP_MARK in p.name)
-
+def temp_files(directory: Path) -> list[Path]:
+    """Copies half-written by a killed writer in ``directory`` (their temp names)."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.name.startswith(".") and TEMP_MARK in p.name)

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from rmqcore.columnar.manifest import columnar_dir, current_copies  # noqa: E402
+from rmqcore.columnar.manifest import SNAPSHOT_BYTES, columnar_dir, current_copies  # noqa: E402
 from rmqcore.spark import materialize, read_store  # noqa: E402
 from tests.conftest import RMQ_FIXTURES, VERSIONS, copy_store  # noqa: E402
 from tests.spark.test_rmq_source import PUSHED  # noqa: E402
@@ -53,22 +53,32 @@ def stores(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> dict[str, tu
 
 @pytest.mark.parametrize("name", [f"{v}/{s}" for v in VERSIONS for s in ("A", "C")] + ["demo"])
 def test_read_store_with_copies_equals_the_rmq_source(spark: Any, stores: dict, name: str) -> None:
+    """Half the sealed files copied; the rest and the live tail read by the rmq source (no
+    snapshots), then from snapshots read_store writes: the same rows and filtered rows."""
     path, geom = stores[name]
     plain = read_store(spark, str(path), columnar=False, **geom)
-    mixed = read_store(spark, str(path), **geom)
-    assert "Parquet" in mixed._jdf.queryExecution().executedPlan().toString()
     want = sorted(plain.collect(), key=lambda r: r.physical_offset)
-    got = sorted(mixed.collect(), key=lambda r: r.physical_offset)
-    assert len(got) == len(want) > 0
-    assert got == want
-    assert {r.store for r in got} == {str(path)}
-    nonempty = 0
-    for expr, pred in PUSHED if name != "demo" else DEMO_PUSHED:
-        q = read_store(spark, str(path), **geom).filter(expr).select("physical_offset")
-        expected = [r.physical_offset for r in want if pred(r)]
-        assert sorted(r.physical_offset for r in q.collect()) == expected, expr
-        nonempty += any(pred(r) for r in want)
-    assert nonempty >= 3
+    pushed = PUSHED if name != "demo" else DEMO_PUSHED
+    for snapshots in (0, SNAPSHOT_BYTES):
+        mixed = read_store(spark, str(path), snapshot_bytes=snapshots, **geom)
+        plan = mixed._jdf.queryExecution().executedPlan().toString()
+        assert "Parquet" in plan and ("Python" in plan) == (snapshots == 0)
+        got = sorted(mixed.collect(), key=lambda r: r.physical_offset)
+        assert len(got) == len(want) > 0
+        assert got == want
+        assert {r.store for r in got} == {str(path)}
+        nonempty = 0
+        for expr, pred in pushed if snapshots == 0 else pushed[:4]:
+            q = read_store(spark, str(path), snapshot_bytes=snapshots, **geom).filter(expr)
+            q = q.select("physical_offset")
+            expected = [r.physical_offset for r in want if pred(r)]
+            assert sorted(r.physical_offset for r in q.collect()) == expected, expr
+            nonempty += any(pred(r) for r in want)
+        assert nonempty >= 3
+
+
+def _offset(r: Any) -> int:
+    return int(r.physical_offset)
 
 
 DEMO_PUSHED = [
@@ -109,3 +119,69 @@ def test_fully_materialized_store_is_read_as_parquet_alone(spark: Any, tmp_path:
     for expr, pred in PUSHED[:4]:
         got = read_store(spark, str(path), **FIXTURE_GEOM).filter(expr).select("physical_offset").collect()
         assert sorted(r.physical_offset for r in got) == [r.physical_offset for r in want if pred(r)], expr
+
+
+def test_read_store_of_a_live_store_reads_what_it_held_when_planned(spark: Any, tmp_path: Path) -> None:
+    """A store being appended to (its writer open) between reads: each read_store DataFrame is read
+    by Spark's Parquet reader alone and holds exactly the rows the store held when it was made --
+    also when it runs again after later reads wrote newer snapshots."""
+    from rmqcore.columnar.materialize import materialize as materialize_here
+    from rmqcore.store import MessageStore
+    from tests.test_materialize import GEOM, _fill
+
+    path = tmp_path / "live"
+    _fill(path, 1200)
+    materialize_here(path)
+    frames = []
+    with MessageStore(path, **GEOM) as w:
+        for i, more in enumerate((30, 700, 0)):  # the second append seals the tail file
+            df = read_store(spark, str(path))
+            assert "Python" not in df._jdf.queryExecution().executedPlan().toString()
+            want = sorted(read_store(spark, str(path), columnar=False).collect(), key=_offset)
+            assert sorted(df.collect(), key=_offset) == want
+            assert want[-1].physical_offset + want[-1].size == w.commitlog.max_offset
+            frames.append((df, want))
+            for k in range(more):
+                w.put("Live", b"%d.%d" % (i, k), k % 2)
+    assert [len(want) for _, want in frames] == [1200, 1230, 1930]
+    for df, want in frames:
+        assert sorted(df.collect(), key=_offset) == want
+
+
+def test_read_store_of_a_store_it_may_not_write(spark: Any, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """No snapshot where the driver may not write (a read-only file system): nothing on disk
+    changes, and the rmq source reads what the copies do not hold -- up to where the log ended
+    when read_store was called, not the rows appended before the query ran."""
+    import errno
+    import os
+
+    from rmqcore.columnar.materialize import materialize as materialize_here
+    from rmqcore.store import MessageStore
+    from tests.test_materialize import GEOM, _fill
+
+    path = tmp_path / "ro"
+    _fill(path, 1200)
+    materialize_here(path)
+    before = sorted((str(p), p.stat().st_mtime_ns) for p in path.rglob("*"))
+    real = {n: getattr(os, n) for n in ("open", "mkdir", "link", "unlink")}
+
+    def refuse(name: str) -> Any:
+        def call(p: Any, *a: Any, **k: Any) -> Any:
+            if str(p).startswith(str(path)) and (name != "open" or a[0] & (os.O_WRONLY | os.O_CREAT)):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(p))
+            return real[name](p, *a, **k)
+        return call
+
+    for n in real:
+        monkeypatch.setattr(os, n, refuse(n))
+    df = read_store(spark, str(path))
+    monkeypatch.undo()
+    assert sorted((str(p), p.stat().st_mtime_ns) for p in path.rglob("*")) == before
+    want = sorted(read_store(spark, str(path), columnar=False).collect(), key=_offset)
+    with MessageStore(path, **GEOM) as w:
+        for k in range(40):
+            w.put("Later", b"%d" % k, 0)
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "Parquet" in plan and "Python" in plan
+    assert sorted(df.collect(), key=_offset) == want

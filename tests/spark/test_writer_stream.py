@@ -243,3 +243,18 @@ def test_stream_limits_and_checkpoint_restart(spark, tmp_path: Path) -> None:
     # nothing new: a third run reads nothing
     _, batches = _run(spark, path, ckpt)
     assert batches == []
+
+
+def test_source_options_errors_are_config_errors(tmp_path: Path) -> None:
+    """A read without a path, and an index lookup without keyTopic, raise ConfigError (they raised
+    bare ValueError), before any file is read."""
+    from rmqcore.spark.rmq.reader import RmqReader
+    from rmqcore.spark.rmq.source import RmqDataSource
+
+    with pytest.raises(ConfigError, match="needs a path"):
+        RmqDataSource({}).reader(None)
+    path = tmp_path / "s"
+    with MessageStore(path, **STORE_KW) as s:
+        s.put("T", b"x", 0, keys=["k"])
+    with pytest.raises(ConfigError, match="needs option 'keyTopic'"):
+        RmqReader({"path": str(path), "key": "k", **{k.lower(): str(v) for k, v in GEOM.items()}}).partitions()

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ...columnar.manifest import CopyEntry
+from ...columnar.manifest import GRACE_SECONDS, CopyEntry
 from ...columnar.materialize import FileTask, MaterializeReport, convert_file
 from ...columnar.materialize import materialize as _materialize
 from ...errors import CorruptionError
@@ -28,9 +28,11 @@ def materialize(
     max_files: int | None = None,
     compression: str = "snappy",
     tail: bool = False,
+    snapshot_grace: float = GRACE_SECONDS,
 ) -> MaterializeReport:
     """Convert the sealed CommitLog files of ``store_dir`` that have no current copy, one Spark task
-    per file (with ``tail``, also what the unsealed last file holds now); returns what was done.
+    per file (with ``tail``, also snapshot on the driver what no sealed copy holds now; snapshots
+    unused for ``snapshot_grace`` seconds are deleted); returns what was done.
 
     Raises:
         StoreLockedError: another materialize run is going on.
@@ -47,7 +49,8 @@ def materialize(
         return sc.parallelize(tasks, len(tasks)).map(_convert).collect()  # type: ignore[no-any-return]
 
     return _materialize(store_dir, commitlog_file_size=commitlog_file_size, max_files=max_files,
-                        compression=compression, tail=tail, convert_all=on_spark)
+                        compression=compression, tail=tail, snapshot_grace=snapshot_grace,
+                        convert_all=on_spark)
 
 
 def _convert(task: FileTask) -> CopyEntry | CorruptionError | None:

@@ -64,12 +64,14 @@ from pyspark.sql.datasource import (
 from ... import layout as L
 from ...columnar.arrow import _MIN, ARROW_SCHEMA, RowFilter, batch_to_arrow, decode_range
 from ...columnar.stores import open_commitlog, store_dirs
+from ...errors import ConfigError
 from .options import store_geometry
 
 __all__ = ["RmqReader", "RangePartition", "COVERED"]
 
-# option set by rmqcore.spark.read_store: the CommitLog ranges read from Parquet copies instead,
-# {store dir: {file base offset: file position where the copy ends, or -1 for the whole file}}
+# option set by rmqcore.spark.read_store: the CommitLog ranges read from Parquet files instead, and
+# where the log ended when it planned: {store dir: {"end": offset, "files": {file base offset: file
+# position where the Parquet ends, or -1 for the whole file}}}
 COVERED = "rmqcore.covered"
 
 @dataclass
@@ -225,10 +227,13 @@ class RmqReader(DataSourceReader):
             if "key" in o:
                 parts.extend(self._key_partitions(store, file_size, cq_size))
                 continue
+            cover = covered.get(store)
             cl = open_commitlog(store, file_size)
             try:
+                if cover is not None and cover["end"] < cl.max_offset:
+                    cl.set_end(cover["end"])  # the records read_store planned on, not those written since
                 end = cl.max_offset
-                begins = {int(f): int(e) for f, e in covered.get(store, {}).items()}
+                begins = {int(f): int(e) for f, e in (cover or {}).get("files", {}).items()}
                 infos = _file_infos(cl, {f for f, e in begins.items() if e < 0})
                 keep_files = None
                 if (self.flt.topics is not None or self.flt.queue_ids is not None) and o.get(
@@ -283,7 +288,7 @@ class RmqReader(DataSourceReader):
 
         o = self.options
         if "keytopic" not in o:
-            raise ValueError("option 'key' needs option 'keyTopic' (the index hashes topic#key)")
+            raise ConfigError("option 'key' needs option 'keyTopic' (the index hashes topic#key)")
         kw: dict[str, Any] = {"commitlog_file_size": file_size, "cq_file_size": cq_size}
         if "indexslots" in o:
             kw["index_slots"] = int(o["indexslots"])

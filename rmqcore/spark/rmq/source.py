@@ -1,5 +1,5 @@
-"""The ``rmq`` data source, and :func:`read_store`: a store as one DataFrame, its converted files read
-by Spark's own Parquet reader and the rest by the ``rmq`` source."""
+"""The ``rmq`` data source, and :func:`read_store`: a store as one DataFrame, read by Spark's own
+Parquet reader from its columnar copy and snapshots of its tail, or by the ``rmq`` source."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.datasource import DataSource
 
 from ...columnar.arrow import ARROW_SCHEMA, SCHEMA, SPARK_TYPES, project
-from ...columnar.manifest import columnar_dir, covers_log, current_copies
+from ...columnar.manifest import GRACE_SECONDS, SNAPSHOT_BYTES, columnar_dir
+from ...columnar.snapshot import plan_read
 from ...columnar.stores import store_dirs
+from ...errors import ConfigError
 from .options import lower_options, store_geometry
 from .reader import COVERED, RmqReader
 from .stream import RmqStreamReader
@@ -42,7 +44,7 @@ class RmqDataSource(DataSource):
     def _options(self) -> dict[str, str]:
         o = lower_options(self.options)
         if "path" not in o:
-            raise ValueError("the rmq source needs a path (load(path) or option('path', ...))")
+            raise ConfigError("the rmq source needs a path (load(path) or option('path', ...))")
         return o
 
     def reader(self, schema: Any) -> RmqReader:
@@ -55,22 +57,39 @@ class RmqDataSource(DataSource):
         return RmqStreamReader(self._options())
 
 
-def read_store(spark: Any, path: str, schema: Any = None, columnar: bool = True, **options: Any) -> Any:
+def read_store(
+    spark: Any,
+    path: str,
+    schema: Any = None,
+    columnar: bool = True,
+    *,
+    snapshot_bytes: int | None = SNAPSHOT_BYTES,
+    snapshot_grace: float = GRACE_SECONDS,
+    **options: Any,
+) -> Any:
     """A fresh DataFrame of the messages of the store(s) at ``path`` (a directory or a glob).
 
-    Files with a current Parquet copy (``rmqcore.spark.materialize`` / ``rmqcore materialize``) are
-    read by Spark's Parquet reader (column pruning, filter pushdown, row-group statistics); the
-    others -- the live tail past its copy, if any, and files not yet converted -- by the ``rmq``
-    source, with ``options``.
+    A store with a columnar copy (``rmqcore.spark.materialize`` / ``rmqcore materialize``) is read
+    by Spark's Parquet reader alone (column pruning, filter pushdown, row-group statistics): its
+    sealed files from their copies, and what no copy holds -- the live tail, files not converted
+    yet -- from snapshots (:mod:`rmqcore.columnar.snapshot`), written here, on the driver, for the
+    records no earlier snapshot holds (at most ``snapshot_bytes`` of CommitLog per call, 256 MiB by
+    default; None: no bound) and deleted ``snapshot_grace`` seconds after newer ones replace them.
+    Records past that bound, stores never materialized, and stores this process may not write are
+    read by the ``rmq`` source, with ``options``; ``snapshot_bytes=0`` writes nothing.
     The rows are the same either way (row order is not: sort by ``physical_offset`` when it
-    matters). ``schema`` (a DDL string or StructType) projects both sides to a subset of the
-    columns; ``columnar=False`` reads everything through the ``rmq`` source, and so does a ``key``
-    option (an index lookup).
+    matters): those the store held when ``read_store`` was called. ``schema`` (a DDL string or
+    StructType) projects both sides to a subset of the columns; ``columnar=False`` reads everything
+    through the ``rmq`` source, and so does a ``key`` option (an index lookup).
 
     Every call plans anew: Spark 4.3 keeps a Python source's read plan per DataFrame, so a
-    DataFrame is a snapshot of the store taken when it is first used (later appends are invisible
-    to it), and after a filtered action on a DataFrame an unfiltered action on the *same*
-    DataFrame may reuse the pruned reader and return too few rows. Build one per logical read.
+    DataFrame read through the ``rmq`` source alone is a snapshot of the store taken when it is
+    first used (later appends are invisible to it), and after a filtered action on such a DataFrame
+    an unfiltered action on the *same* DataFrame may reuse the pruned reader and return too few
+    rows. Build one per logical read.
+
+    Raises:
+        CorruptionError: a record no copy holds is corrupt (path and offset), other than at the end.
     """
     o = lower_options(options)
 
@@ -84,24 +103,24 @@ def read_store(spark: Any, path: str, schema: Any = None, columnar: bool = True,
 
     if not columnar or "key" in o:
         return rmq({})
-    copies = {}
     stores = store_dirs(path)
+    plans = []
     for store in stores:
-        file_size, _ = store_geometry(store, o)
-        got = current_copies(store, file_size)
-        if got:
-            copies[store] = got
-    if not copies:
+        if columnar_dir(store).is_dir():  # materialized: snapshots are welcome there
+            file_size, _ = store_geometry(store, o)
+            plans.append(plan_read(store, file_size, snapshot_bytes=snapshot_bytes, grace=snapshot_grace,
+                                   prune=snapshot_bytes != 0))
+    if not any(p.copies for p in plans):
         return rmq({})
     given = None if schema is None else schema if not isinstance(schema, str) else _struct(spark, schema)
     out = arrow_schema_of(given)  # validates a projection here, on the driver
-    parts = [_parquet(spark, store, [e.copy for e in entries], out) for store, entries in copies.items()]
-    if len(copies) < len(stores) or not all(covers_log(s, es) for s, es in copies.items()):
-        cover = {s: {e.file_from: -1 if e.sealed else e.scan_end for e in es} for s, es in copies.items()}
-        parts.append(rmq({COVERED: json.dumps(cover)}))  # (no Python source when the copies hold all)
+    parts = [_parquet(spark, p.store_dir, p.copies, out) for p in plans if p.copies]
+    if len(plans) < len(stores) or any(p.rest for p in plans):  # (no Python source when Parquet holds all)
+        cover = {p.store_dir: {"end": p.end, "files": p.covered} for p in plans}
+        parts.append(rmq({COVERED: json.dumps(cover)}))
     df = parts[0]
-    for p in parts[1:]:
-        df = df.unionByName(p)
+    for part in parts[1:]:
+        df = df.unionByName(part)
     return df
 
 
