@@ -8,10 +8,13 @@ Spark from the ``rmq`` source. Queries: ``count()``, ``sum(length(body))``,
 
 * ``rmq``: ``spark.read.format("rmq")``, all 19 columns (what every query paid before projections);
 * ``rmq-3col``: the same with the schema ``topic string, queue_id int, body binary`` (not for noop);
-* ``read_store``: over the materialized store (Parquet copies of the sealed files, the live tail
-  through the rmq source);
-* ``read_store-tail``: over a copy of it materialized with ``tail=True`` (a store no longer written:
-  every record in Parquet, no Python source in the plan);
+* ``read_store``: over the materialized store (Parquet copies of the sealed files; the live tail --
+  the unsealed last file -- from the snapshot the first read wrote);
+* ``read_store-rmq-tail``: the same over a copy of the store read with ``snapshot_bytes=0`` (the live
+  tail through the rmq source, as read_store did before snapshots);
+* ``read_store-live``: over another copy that a writer appends ``--append`` messages to before each
+  read (untimed): each timed read snapshots what was appended since the one before;
+* ``read_store-tail``: over a copy materialized with ``tail=True`` (a store no longer written);
 * ``parquet``: ``spark.read.parquet`` of the baseline.
 
 Also: the ``rmq`` writer (rows/s of ``df.write.format("rmq")``), ``materialize`` throughput --
@@ -77,16 +80,38 @@ def run_query(df: Any, q: str) -> Any:
     return None
 
 
-def sources(spark: Any, store: str, pq: str) -> dict[str, Any]:
+class Live:
+    """The ``read_store-live`` store and its writer: ``append()`` puts ``n`` more messages."""
+
+    def __init__(self, path: str, n: int) -> None:
+        from rmqcore.store import MessageStore
+
+        self.path, self.n, self.added = path, n, 0
+        self.store = MessageStore(path)
+
+    def append(self) -> None:
+        t = TOPICS[self.added // self.n % 3]
+        self.store.put_batch(t, [os.urandom(100) for _ in range(self.n)], self.added % 4, tags="Live",
+                             keys=[f"live-{self.added + i}" for i in range(self.n)])
+        self.added += self.n
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def sources(spark: Any, store: str, pq: str, live: Live | None = None) -> dict[str, Any]:
+    """name -> (DataFrame maker, untimed step before it or None)."""
     from rmqcore.spark import read_store
 
     return {
-        "rmq": lambda: read_store(spark, store, columnar=False),
-        "rmq-3col": lambda: read_store(spark, store, columnar=False, schema=THREE),
-        "read_store": lambda: read_store(spark, store),
-        "read_store-tail": lambda: read_store(spark, store + "-tail"),
-        "parquet": lambda: spark.read.parquet(pq),
-        **({k: (lambda b=b: read_store(spark, store, columnar=False, schema=THREE, batchRows=b))
+        "rmq": (lambda: read_store(spark, store, columnar=False), None),
+        "rmq-3col": (lambda: read_store(spark, store, columnar=False, schema=THREE), None),
+        "read_store": (lambda: read_store(spark, store), None),
+        "read_store-rmq-tail": (lambda: read_store(spark, store + "-rmqtail", snapshot_bytes=0), None),
+        **({"read_store-live": (lambda: read_store(spark, live.path), live.append)} if live else {}),
+        "read_store-tail": (lambda: read_store(spark, store + "-tail"), None),
+        "parquet": (lambda: spark.read.parquet(pq), None),
+        **({k: ((lambda b=b: read_store(spark, store, columnar=False, schema=THREE, batchRows=b)), None)
             for k, b in EXTRA.items()}),
     }
 
@@ -95,25 +120,31 @@ EXTRA: dict[str, int] = {}  # more sources: rmq-3col with these batchRows (A/B r
 
 
 def side_by_side(spark: Any, store: str, pq: str, rows: int, rounds: int,
-                 queries: tuple[str, ...] = QUERIES) -> dict[str, dict[str, list[float]]]:
-    """Seconds per (query, source), rounds interleaved; checks that every source gives the same answer."""
-    srcs = sources(spark, store, pq)
+                 queries: tuple[str, ...] = QUERIES,
+                 live: Live | None = None) -> dict[str, dict[str, list[float]]]:
+    """Seconds per (query, source), rounds interleaved; checks that every source gives the same answer
+    (``read_store-live``: the count of what its store held)."""
+    srcs = sources(spark, store, pq, live)
     times: dict[str, dict[str, list[float]]] = {q: {s: [] for s in srcs} for q in queries}
     for r in range(rounds + 1):  # round 0 warms up (JIT, Python workers) and is not counted
         for q in queries:
             answers = {}
-            for name, make in srcs.items():
+            for name, (make, before) in srcs.items():
                 if name.startswith("rmq-3col") and q in ("noop", "group"):
                     continue
+                if before is not None:
+                    before()
                 t0 = time.perf_counter()
                 answers[name] = run_query(make(), q)
                 if r:
                     times[q][name].append(time.perf_counter() - t0)
+            got = answers.pop("read_store-live", None)
             if q != "noop":
                 first = next(iter(answers.values()))
                 assert all(a == first for a in answers.values()), (q, answers)
                 if q == "count":
                     assert first == rows
+                    assert live is None or got == rows + live.added, (got, live.added)
     return times
 
 
@@ -155,22 +186,29 @@ def writer_rate(spark: Any, work: Path, n: int = 50_000) -> float:
     return best
 
 
+RATIOS = ("read_store", "read_store-rmq-tail", "read_store-live", "read_store-tail")
+
+
 def report(times: dict[str, dict[str, list[float]]], rows: int) -> dict[str, Any]:
+    """Rows/s per source (medians; read_store-live's rows grow, its rate uses ``rows``) and each
+    read_store variant's time over Parquet's (``<source>_over_parquet``, medians of the per-round
+    ratios: each round's pair ran back to back)."""
     out: dict[str, Any] = {}
-    names = " ".join(f"{s:>14s}" for s in next(iter(times.values())))
-    print(f"\n{'query':10s} {names}   parquet/read_store parquet/read_store-tail")
+    names = " ".join(f"{s[:15]:>15s}" for s in next(iter(times.values())))
+    ratios = [s for s in RATIOS if s in next(iter(times.values()))]
+    print(f"\n{'query':10s} {names}   time over parquet: {', '.join(ratios)}")
     for q, by in times.items():
         rates = {s: rows / statistics.median(v) for s, v in by.items() if v}
-        ratio = rates["parquet"] / rates["read_store"]
-        out[q] = {"rows_per_s": rates, "parquet_over_read_store": ratio,
-                  "parquet_over_rmq": rates["parquet"] / rates["rmq"],
+        out[q] = {"rows_per_s": rates, "parquet_over_rmq": rates["parquet"] / rates["rmq"],
                   "seconds": {s: v for s, v in by.items() if v}}
-        out[q]["parquet_over_read_store_tail"] = rates["parquet"] / rates["read_store-tail"]
+        for s in ratios:
+            out[q][f"{s}_over_parquet"] = statistics.median(a / b for a, b in zip(by[s], by["parquet"],
+                                                                                   strict=True))
         for s in rates:
             if s.startswith("rmq-3col"):
                 out[q][f"{s}_over_rmq"] = rates[s] / rates["rmq"]
-        cells = " ".join(f"{rates[s] / 1e3:>12.0f}k/s" if s in rates else f"{'-':>14s}" for s in by)
-        print(f"{q:10s} {cells}   {ratio:.2f}x {out[q]['parquet_over_read_store_tail']:.2f}x")
+        cells = " ".join(f"{rates[s] / 1e3:>13.0f}k/s" if s in rates else f"{'-':>15s}" for s in by)
+        print(f"{q:10s} {cells}   " + " ".join(f"{out[q][f'{s}_over_parquet']:.2f}x" for s in ratios))
     return out
 
 
@@ -185,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--batch-rows", default="", help="comma-separated batchRows for extra rmq-3col sources")
+    ap.add_argument("--append", type=int, default=1000,
+                    help="messages appended before each read of read_store-live")
     args = ap.parse_args(argv)
     EXTRA.update({f"rmq-3col-{b}": int(b) for b in args.batch_rows.split(",") if b})
     from rmqcore.spark import local_session, materialize
@@ -204,12 +244,18 @@ def main(argv: list[str] | None = None) -> int:
             result["materialize"] = materialize_rates(spark, store, file_size)
             print("materialize:", json.dumps(result["materialize"]))
             materialize(spark, store, commitlog_file_size=file_size)
-            shutil.copytree(store, store + "-tail")
+            for copy in ("-tail", "-rmqtail", "-live"):
+                shutil.copytree(store, store + copy)
             materialize(spark, store + "-tail", commitlog_file_size=file_size, tail=True)
             result["writer_rows_per_s"] = writer_rate(spark, work)
             print(f"writer: {result['writer_rows_per_s'] / 1e3:.0f}k rows/s")
-            times = side_by_side(spark, store, pq, args.rows, args.rounds)
-            result[args.master] = report(times, args.rows)
+            live = Live(store + "-live", args.append)
+            try:
+                times = side_by_side(spark, store, pq, args.rows, args.rounds, live=live)
+                result[args.master] = report(times, args.rows)
+                result["live_appended"] = live.added
+            finally:
+                live.close()
             if args.scaling:
                 spark.stop()
                 spark = local_session(work / "spark2", app="rmqcore-bench", master="local[2]", **conf)
