@@ -223,7 +223,7 @@ def test_corrupt_record_is_reported_and_not_copied(tmp_path: Path) -> None:
     assert made == [f"{0:020d}.parquet"]
 
 
-def test_a_reader_ends_quietly_at_the_live_end_and_reports_damage_before_later_records(tmp_path: Path) -> None:
+def test_a_reader_ends_at_the_live_end_and_reports_damage_before_later_records(tmp_path: Path) -> None:
     store = tmp_path / "s"
     _fill(store, 1200)
     cl = open_commitlog(str(store), FILE)
@@ -232,7 +232,8 @@ def test_a_reader_ends_quietly_at_the_live_end_and_reports_damage_before_later_r
     # a writer's record half-written at the end and its next file allocated ahead (zeros): the end
     last = store / "commitlog" / f"{3 * FILE:020d}"
     data = bytearray(last.read_bytes())
-    data[end - 3 * FILE:end - 3 * FILE + 8] = (200).to_bytes(4, "big") + L.MAGIC_V1.to_bytes(4, "big", signed=True)
+    head = (200).to_bytes(4, "big") + L.MAGIC_V1.to_bytes(4, "big", signed=True)
+    data[end - 3 * FILE:end - 3 * FILE + 8] = head
     last.write_bytes(data)
     (store / "commitlog" / f"{4 * FILE:020d}").write_bytes(bytes(FILE))
     cl = open_commitlog(str(store), FILE)
