@@ -28,7 +28,7 @@ indexMsgTimestamp rule, never the last file, never a file after one that goes, n
 recovered end) and re-dispatches from the last file's endPhyOffset; ``build_index`` ignores records
 below it, so re-dispatching is idempotent (the record at it is indexed again, as RocketMQ does).
 
-Thread-safety: one writer (the dispatch thread calls ``build_index*``); queries may run concurrently
+Thread-safety: one writer (the dispatch kernel, or ``build_index*``); queries may run concurrently
 from other threads (they read entries a put may be writing, as RocketMQ's do) and take no lock: the file
 list is copied on write, a deleted file is closed once no kernel holds its map (mmap refuses to close an
 exported buffer), and a query that meets a file deleted after it started skips it, as if it had run after
@@ -305,11 +305,6 @@ class IndexFile:
         """``isWriteFull``: indexCount (<= 0 reads as 1) >= max entries."""
         count: int = _COUNT.unpack_from(self._live(), 36)[0]
         return max(count, 1) >= self.max_entries
-
-    def is_time_matched(self, begin: int, end: int) -> bool:
-        """``isTimeMatched``: [begin, end] contains the file's time range, or one end lies inside it."""
-        b, e, _, _ = self.times()
-        return (begin < b and end > e) or b <= begin <= e or b <= end <= e
 
     # -- put / select ---------------------------------------------------------------------------
     def _corrupt(self, err: CorruptionError) -> CorruptionError:
