@@ -25,6 +25,7 @@ KERNELS = (
     "appender",
     "arrowcols",
     "groupcommit",
+    "notify",
     "dispatch",
     "indexfile",
     "keylookup",
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # the pure twins are the type surface
     from ._pure import indexfile as indexfile
     from ._pure import kafka_batch as kafka_batch
     from ._pure import keylookup as keylookup
+    from ._pure import notify as notify
     from ._pure import sparse as sparse
 
 

@@ -177,3 +177,40 @@ def file_name_to_offset(name: str) -> int | None:
     if len(name) != FILE_NAME_DIGITS or not name.isdigit() or not name.isascii():
         return None
     return int(name)
+
+
+# --- notify file (rmqcore's own, ``<store>/notify``; rmqcore/live.py, csrc/rmq_notify.h) -----------
+# The writer's small shared map that readers in other processes wait on. RocketMQ has no such file
+# (its consumers long-poll the broker); a broker ignores it, and a store without it is followed by
+# polling. Host byte order (little-endian on x86-64 and arm64); every word is aligned.
+#
+#   off   size  field
+#     0      8  magic b"RMQNTFY1"
+#     8      4  version (1)
+#    12      4  slot count (1024)
+#    16      4  state: 0 no writer (closed cleanly), 1 a writer is recovering, 2 a writer is open
+#    20      4  generation: +1 each time a writer opens the store (a restart)
+#    24      8  writer pid
+#    32      8  dispatched: CommitLog offset below which every record has its consume-queue units
+#    40      8  CommitLog min offset (retention moves it)
+#    64      8  lifecycle wake slot (seq u32, waiters u32): bumped when state, generation or min change
+#  4096  8 * n  wake slot of each queue: (seq u32, waiters u32), queue (topic, id) at slot
+#               (String.hashCode(topic) * 31 + id) mod 2^32 mod n; dispatch bumps seq after the
+#               queue's new units (a unit is published by its size field, stored last)
+NOTIFY_FILE = "notify"
+NOTIFY_MAGIC = b"RMQNTFY1"
+NOTIFY_VERSION = 1
+NOTIFY_SLOTS = 1024
+NOTIFY_SLOT_SIZE = 8
+NOTIFY_SLOTS_AT = 4096
+NOTIFY_FILE_SIZE = NOTIFY_SLOTS_AT + NOTIFY_SLOTS * NOTIFY_SLOT_SIZE
+NF_MAGIC, NF_VERSION, NF_SLOTS, NF_STATE, NF_GENERATION, NF_PID, NF_DISPATCHED, NF_COMMITLOG_MIN = (
+    0, 8, 12, 16, 20, 24, 32, 40)
+NF_LIFECYCLE = 64
+NOTIFY_STATE_CLOSED, NOTIFY_STATE_RECOVERING, NOTIFY_STATE_OPEN = 0, 1, 2
+
+# --- consumer offsets committed by followers (rmqcore's own, ``config/consumerOffset.inbox``) -----
+# One JSON object per line, {"topic@group": {"<queue id>": offset}}, appended under an exclusive
+# flock by read-only followers; the writer (the one owner of consumerOffset.json, as RocketMQ's
+# broker) applies the lines in order, persists consumerOffset.json, then empties the file.
+OFFSET_INBOX_FILE = "consumerOffset.inbox"

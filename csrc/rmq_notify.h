@@ -1,0 +1,201 @@
+/*
+ * rmq_notify.h - the publication words of a live store (header only, plain C99, no Python.h).
+ *
+ * A writer publishes; readers in its own and in other processes wait. Two things are shared:
+ *
+ * 1. Consume-queue units, published by their size field. A unit is 20 big-endian bytes (offset 8,
+ *    size 4, tags code 8); its offset and tags are stored first, then its size with a release
+ *    store (rmq_cq_publish_unit). A reader that loads a non-zero size with acquire ordering
+ *    (rmq_cq_unit_size) sees the whole unit, and, because dispatch only writes units of records
+ *    it saw complete (the CommitLog's live end, release/acquire as well), the whole record. The
+ *    size sits at byte 8 of the unit, 4-aligned in a mapped file (20 * k + 8), so the store and
+ *    the load are single instructions; a unit whose size still reads 0 is not published yet.
+ *
+ * 2. Wake slots: two host-order uint32 words, `seq` then `waiters`, in the notify file that
+ *    rmqcore/live.py maps (layout.py documents its bytes). The publisher bumps `seq`
+ *    (rmq_notify_bump) after the units it announces; if `waiters` is set it clears it and wakes
+ *    every thread waiting on `seq` (FUTEX_WAKE, shared: the futex key is the file page, so
+ *    waiters in other processes are woken too). A waiter reads `seq` before looking for data,
+ *    then (rmq_notify_wait) sets `waiters` and sleeps while `seq` still holds what it read.
+ *    The `waiters` store and the `seq` load on one side, the `seq` add and the `waiters` load on
+ *    the other, are sequentially consistent: either the waiter sees the new `seq`, or the
+ *    publisher sees the flag and wakes it; the kernel compares `seq` again when the waiter goes
+ *    to sleep, so no wake-up is lost. Without a futex (not Linux) the waiter naps
+ *    RMQ_NOTIFY_NAP_NS at a time instead (bounded latency, no lost wake-up either).
+ *
+ * Callers check bounds and alignment (4) once; these helpers never read or write past the word.
+ */
+#ifndef RMQ_NOTIFY_H
+#define RMQ_NOTIFY_H
+
+#include <stdint.h>
+
+#include "rmq_endian.h"
+
+#if defined(__linux__)
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#if !defined(_WIN32)
+#include <time.h>
+#endif
+
+#define RMQ_NOTIFY_NAP_NS 200000 /* the wait step where there is no futex */
+
+/* rmq_notify_wait's answers */
+#define RMQ_NOTIFY_TIMEOUT 0
+#define RMQ_NOTIFY_CHANGED 1
+#define RMQ_NOTIFY_CANCELLED 2
+
+/* -- consume-queue units ------------------------------------------------------------------------ */
+RMQ_INLINE void rmq_cq_publish_unit(unsigned char *u, int64_t phys, int32_t size, int64_t tags)
+{
+    rmq_store_be64(u, (uint64_t)phys);
+    rmq_store_be64(u + 12, (uint64_t)tags);
+    rmq_publish_be32(u + 8, (uint32_t)size); /* last, release: the unit is whole once this is seen */
+}
+
+RMQ_INLINE int32_t rmq_cq_unit_size(const unsigned char *u) { return rmq_observe_be32s(u + 8); }
+
+/* -- clocks and sleeping ------------------------------------------------------------------------- */
+RMQ_INLINE int64_t rmq_notify_now_ns(void)
+{
+#if defined(_WIN32)
+    return 0; /* not built there (rmq_endian.h's atomics need GCC or Clang) */
+#else
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+#endif
+}
+
+RMQ_INLINE void rmq_futex_wake_all(uint32_t *word)
+{
+#if defined(__linux__)
+    (void)syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}
+
+/* Sleep while *word == expected, at most ns (a wake-up, a signal or a changed word end it early). */
+RMQ_INLINE void rmq_futex_wait(const uint32_t *word, uint32_t expected, int64_t ns)
+{
+#if defined(__linux__)
+    struct timespec t;
+    t.tv_sec = (time_t)(ns / 1000000000);
+    t.tv_nsec = (long)(ns % 1000000000);
+    (void)syscall(SYS_futex, word, FUTEX_WAIT, expected, &t, NULL, 0);
+#elif !defined(_WIN32)
+    struct timespec t;
+    (void)word;
+    (void)expected;
+    if (ns > RMQ_NOTIFY_NAP_NS)
+        ns = RMQ_NOTIFY_NAP_NS;
+    t.tv_sec = 0;
+    t.tv_nsec = (long)ns;
+    nanosleep(&t, NULL);
+#else
+    (void)word;
+    (void)expected;
+    (void)ns;
+#endif
+}
+
+/* -- header words ------------------------------------------------------------------------------- */
+/* A follower reads the generation and state before and after it reads units (a seqlock): the
+ * acquire fence before each load keeps the unit loads before it from moving after it, and the
+ * fence after each store keeps the writer's later stores (recovery zeroing units) from being seen
+ * before the state that announces them. */
+RMQ_INLINE uint32_t rmq_notify_load32(const void *p)
+{
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE);
+}
+
+RMQ_INLINE int64_t rmq_notify_load64(const void *p)
+{
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n((const int64_t *)p, __ATOMIC_ACQUIRE);
+}
+
+RMQ_INLINE void rmq_notify_store32(void *p, uint32_t v)
+{
+    __atomic_store_n((uint32_t *)p, v, __ATOMIC_RELEASE);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+RMQ_INLINE void rmq_notify_store64(void *p, int64_t v)
+{
+    __atomic_store_n((int64_t *)p, v, __ATOMIC_RELEASE);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+/* -- wake slots ---------------------------------------------------------------------------------- */
+RMQ_INLINE uint32_t rmq_notify_seq(const unsigned char *slot)
+{
+    return __atomic_load_n((const uint32_t *)slot, __ATOMIC_ACQUIRE);
+}
+
+/* seq += 1 after what it announces; wake the waiters if any flagged themselves. Returns the new seq. */
+RMQ_INLINE uint32_t rmq_notify_bump(unsigned char *slot)
+{
+    uint32_t *seq = (uint32_t *)slot;
+    uint32_t *waiters = seq + 1;
+    uint32_t v = __atomic_add_fetch(seq, 1u, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(waiters, __ATOMIC_SEQ_CST) != 0 && __atomic_exchange_n(waiters, 0u, __ATOMIC_SEQ_CST) != 0)
+        rmq_futex_wake_all(seq);
+    return v;
+}
+
+/* A publisher's cheap check (the appender after each put): bump only when a waiter flagged itself.
+ * The fence pairs with the waiter's flag store and re-check (Dekker): no wake-up is lost. */
+RMQ_INLINE void rmq_notify_poke(unsigned char *slot)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n((const uint32_t *)slot + 1, __ATOMIC_RELAXED) != 0)
+        (void)rmq_notify_bump(slot);
+}
+
+/* A waiter about to look at what the publisher publishes (then maybe wait): flag itself first. */
+RMQ_INLINE void rmq_notify_arm(unsigned char *slot)
+{
+    __atomic_store_n((uint32_t *)slot + 1, 1u, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+/* Wait until seq != expected (RMQ_NOTIFY_CHANGED), *cancel != 0 (RMQ_NOTIFY_CANCELLED; cancel may
+ * be NULL) or ns pass (RMQ_NOTIFY_TIMEOUT). `flag`: set the waiters word (0 when the slot's page
+ * is mapped read-only: then only other waiters' flags, or the publisher's next look, wake this
+ * one, and the sleeps are cut to `slice_ns`). */
+RMQ_INLINE int rmq_notify_wait(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel, int flag,
+                               int64_t slice_ns)
+{
+    uint32_t *seq = (uint32_t *)slot;
+    uint32_t *waiters = seq + 1;
+    int64_t now = rmq_notify_now_ns(), deadline = now + ns, step;
+    if (ns < 0 || deadline < now)
+        deadline = INT64_MAX; /* no limit (or one past the clock's range) */
+    for (;;) {
+        if (cancel != NULL && rmq_observe_i64(cancel) != 0)
+            return RMQ_NOTIFY_CANCELLED;
+        if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) != expected)
+            return RMQ_NOTIFY_CHANGED;
+        if (flag) {
+            __atomic_store_n(waiters, 1u, __ATOMIC_SEQ_CST);
+            if (__atomic_load_n(seq, __ATOMIC_SEQ_CST) != expected)
+                return RMQ_NOTIFY_CHANGED;
+        }
+        now = rmq_notify_now_ns();
+        if (now >= deadline)
+            return RMQ_NOTIFY_TIMEOUT;
+        step = deadline - now;
+        if (slice_ns > 0 && step > slice_ns)
+            step = slice_ns;
+        rmq_futex_wait(seq, expected, step);
+    }
+}
+
+#endif /* RMQ_NOTIFY_H */

@@ -1,0 +1,200 @@
+# cython: language_level=3
+"""Publication words of a live store: native twin of ``rmqcore._pure.notify`` (see it for the
+contract, ``csrc/rmq_notify.h`` for the memory ordering). Bounds and alignment are checked once per
+call; the buffer is exported for the call only; ``wait`` sleeps without the GIL (futex on Linux)."""
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport int32_t, int64_t, uint32_t, uintptr_t
+
+__all__ = [
+    "TIMEOUT", "CHANGED", "CANCELLED", "UNIT_SIZE", "publish_units", "units_end", "seq", "bump", "wake", "wait",
+    "load64", "store64", "load32", "store32",
+]
+
+cdef extern from "rmq_notify.h" nogil:
+    int RMQ_NOTIFY_TIMEOUT
+    int RMQ_NOTIFY_CHANGED
+    int RMQ_NOTIFY_CANCELLED
+    void rmq_cq_publish_unit(unsigned char *u, int64_t phys, int32_t size, int64_t tags)
+    int32_t rmq_cq_unit_size(const unsigned char *u)
+    uint32_t rmq_notify_seq(const unsigned char *slot)
+    uint32_t rmq_notify_bump(unsigned char *slot)
+    void rmq_futex_wake_all(uint32_t *word)
+    int rmq_notify_wait(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel, int flag,
+                        int64_t slice_ns)
+    uint32_t rmq_notify_load32(const void *p)
+    int64_t rmq_notify_load64(const void *p)
+    void rmq_notify_store32(void *p, uint32_t v)
+    void rmq_notify_store64(void *p, int64_t v)
+    int64_t rmq_load_be64s(const void *p)
+
+TIMEOUT = RMQ_NOTIFY_TIMEOUT
+CHANGED = RMQ_NOTIFY_CHANGED
+CANCELLED = RMQ_NOTIFY_CANCELLED
+UNIT_SIZE = 20
+
+
+cdef inline int _word(object buf, Py_buffer *v, Py_ssize_t pos, Py_ssize_t width, Py_ssize_t align,
+                      bint writable) except -1:
+    """Export ``buf`` into ``v`` (released by the caller) and check a ``width``-byte word at ``pos``."""
+    PyObject_GetBuffer(buf, v, PyBUF_SIMPLE)
+    if writable and v.readonly:
+        PyBuffer_Release(v)
+        raise ValueError("the buffer is read-only")
+    if pos < 0 or pos + width > v.len or pos % 4 or (<uintptr_t>v.buf) % 4:
+        PyBuffer_Release(v)
+        raise ValueError(f"a {width}-byte word at {pos} is outside a buffer of {v.len} bytes or misaligned")
+    if align == 8 and (pos % 8 or (<uintptr_t>v.buf) % 8):
+        PyBuffer_Release(v)
+        raise ValueError(f"an int64 at {pos} is misaligned")
+    return 0
+
+
+# -- consume-queue units ------------------------------------------------------------------------------
+def publish_units(buf, Py_ssize_t pos, units):
+    """See the pure twin."""
+    cdef Py_buffer dv, sv
+    cdef Py_ssize_t n, p
+    cdef const unsigned char *s
+    cdef unsigned char *d
+    PyObject_GetBuffer(units, &sv, PyBUF_SIMPLE)
+    try:
+        PyObject_GetBuffer(buf, &dv, PyBUF_SIMPLE)
+        try:
+            if dv.readonly:
+                raise ValueError("the buffer is read-only")
+            n = sv.len
+            if n % 20 or pos < 0 or pos % 4 or pos + n > dv.len:
+                raise ValueError(f"{n} bytes of units at {pos} do not fit a buffer of {dv.len} bytes as whole units")
+            s = <const unsigned char *>sv.buf
+            d = <unsigned char *>dv.buf + pos
+            with nogil:
+                p = 0
+                while p < n:
+                    rmq_cq_publish_unit(d + p, rmq_load_be64s(s + p), <int32_t>(
+                        (<uint32_t>s[p + 8] << 24) | (<uint32_t>s[p + 9] << 16) | (<uint32_t>s[p + 10] << 8)
+                        | <uint32_t>s[p + 11]), rmq_load_be64s(s + p + 12))
+                    p += 20
+            return pos + n
+        finally:
+            PyBuffer_Release(&dv)
+    finally:
+        PyBuffer_Release(&sv)
+
+
+def units_end(buf, Py_ssize_t pos, Py_ssize_t stop):
+    """See the pure twin."""
+    cdef Py_buffer v
+    cdef const unsigned char *b
+    PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
+    try:
+        if pos < 0 or pos % 4 or stop > v.len or stop < pos or (<uintptr_t>v.buf) % 4:
+            raise ValueError(f"units [{pos}, {stop}) outside a buffer of {v.len} bytes or misaligned")
+        b = <const unsigned char *>v.buf
+        with nogil:
+            while pos + 20 <= stop and rmq_cq_unit_size(b + pos) != 0:
+                pos += 20
+        return pos
+    finally:
+        PyBuffer_Release(&v)
+
+
+# -- header words (host byte order) ---------------------------------------------------------------------
+def load64(buf, Py_ssize_t pos):
+    """See the pure twin."""
+    cdef Py_buffer v
+    _word(buf, &v, pos, 8, 8, False)
+    try:
+        return rmq_notify_load64(<char *>v.buf + pos)
+    finally:
+        PyBuffer_Release(&v)
+
+
+def store64(buf, Py_ssize_t pos, int64_t value):
+    """See the pure twin."""
+    cdef Py_buffer v
+    _word(buf, &v, pos, 8, 8, True)
+    try:
+        rmq_notify_store64(<char *>v.buf + pos, value)
+    finally:
+        PyBuffer_Release(&v)
+
+
+def load32(buf, Py_ssize_t pos):
+    """See the pure twin."""
+    cdef Py_buffer v
+    _word(buf, &v, pos, 4, 4, False)
+    try:
+        return rmq_notify_load32(<char *>v.buf + pos)
+    finally:
+        PyBuffer_Release(&v)
+
+
+def store32(buf, Py_ssize_t pos, value):
+    """See the pure twin."""
+    cdef Py_buffer v
+    cdef uint32_t u = <uint32_t>(value & 0xFFFFFFFF)
+    _word(buf, &v, pos, 4, 4, True)
+    try:
+        rmq_notify_store32(<char *>v.buf + pos, u)
+    finally:
+        PyBuffer_Release(&v)
+
+
+# -- wake slots -----------------------------------------------------------------------------------------
+def seq(buf, Py_ssize_t pos):
+    """See the pure twin."""
+    cdef Py_buffer v
+    _word(buf, &v, pos, 4, 4, False)
+    try:
+        return rmq_notify_seq(<const unsigned char *>v.buf + pos)
+    finally:
+        PyBuffer_Release(&v)
+
+
+def bump(buf, Py_ssize_t pos):
+    """See the pure twin."""
+    cdef Py_buffer v
+    cdef uint32_t r
+    _word(buf, &v, pos, 8, 4, True)
+    try:
+        with nogil:
+            r = rmq_notify_bump(<unsigned char *>v.buf + pos)
+        return r
+    finally:
+        PyBuffer_Release(&v)
+
+
+def wake(buf, Py_ssize_t pos):
+    """See the pure twin."""
+    cdef Py_buffer v
+    _word(buf, &v, pos, 4, 4, False)
+    try:
+        with nogil:
+            rmq_futex_wake_all(<uint32_t *>(<char *>v.buf + pos))
+    finally:
+        PyBuffer_Release(&v)
+
+
+def wait(buf, Py_ssize_t pos, expected, double timeout, cancel=None, bint flag=True, double slice_s=0.0):
+    """See the pure twin."""
+    cdef Py_buffer v, cv
+    cdef bint has_cancel = False
+    cdef int r
+    cdef uint32_t exp = <uint32_t>(expected & 0xFFFFFFFF)
+    cdef int64_t ns = -1 if timeout < 0 else <int64_t>(min(timeout, 1e9) * 1e9)
+    cdef int64_t slice_ns = <int64_t>(min(slice_s, 1e9) * 1e9) if slice_s > 0 else 0
+    _word(buf, &v, pos, 8, 4, flag)
+    try:
+        if cancel is not None:
+            PyObject_GetBuffer(cancel, &cv, PyBUF_SIMPLE)
+            has_cancel = True
+            if cv.len != 8 or (<uintptr_t>cv.buf) % 8:
+                raise ValueError("cancel must be an int64[1]")
+        with nogil:
+            r = rmq_notify_wait(<unsigned char *>v.buf + pos, exp, ns,
+                                <const int64_t *>cv.buf if has_cancel else NULL, flag, slice_ns)
+        return r
+    finally:
+        if has_cancel:
+            PyBuffer_Release(&cv)
+        PyBuffer_Release(&v)
