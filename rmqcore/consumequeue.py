@@ -11,6 +11,9 @@ unit (= first queue offset × 20). The unit of queue offset ``q`` is at global b
 A queue whose first file is created for an offset > 0 is padded with filler units
 ``(0, 0x7FFFFFFF, 0)`` and its min offset starts there (fillPreBlank).
 
+Publication: each unit is written with its size last (``notify.publish_units``, a release store),
+so a reader in another process that sees a unit's size sees the whole unit (``rmqcore.live``).
+
 Crash semantics: rebuilt from the CommitLog on recovery (dispatch is idempotent: a unit whose
 record ends at or before ``max_physic_offset`` is skipped); units recovery cuts are zeroed, so no
 later open reads them again. File mtimes are set to the store time of each file's last unit
@@ -26,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import _impl
 from . import layout as L
 from .config import int_arg
 from .errors import ConfigError, InvalidTopicError
@@ -264,7 +268,7 @@ class ConsumeQueue:
         if expected != 0 and expected < current:
             return False  # built repeatedly
         pos = mf.wrote_position
-        _UNIT.pack_into(mf.mm, pos, physical_offset, size, tags_code)
+        _impl.notify.publish_units(mf.mm, pos, _UNIT.pack(physical_offset, size, tags_code))
         mf.wrote_position = pos + UNIT
         self.max_physic_offset = physical_offset + size
         return True
@@ -296,7 +300,7 @@ class ConsumeQueue:
             units["size"] = sizes[i : i + run]
             units["tags"] = tags[i : i + run]
             pos = mf.wrote_position
-            mf.mm[pos : pos + run * UNIT] = units.tobytes()
+            _impl.notify.publish_units(mf.mm, pos, units.tobytes())
             mf.wrote_position = pos + run * UNIT
             self.max_physic_offset = int(phys[i + run - 1]) + int(sizes[i + run - 1])
             written += run
@@ -320,7 +324,7 @@ class ConsumeQueue:
         n = (until - mf.file_from_offset) // UNIT
         if n > 0:
             blank = _UNIT.pack(*BLANK_UNIT) * n
-            mf.mm[0 : len(blank)] = blank
+            _impl.notify.publish_units(mf.mm, 0, blank)
             mf.wrote_position = len(blank)
         self.min_logic_offset = until
 

@@ -39,6 +39,10 @@ cdef extern from "rmq_endian.h" nogil:
     void rmq_publish_i64(int64_t *p, int64_t v)
     int64_t rmq_observe_i64(const int64_t *p)
 
+cdef extern from "rmq_notify.h" nogil:
+    # after a new end is published: wake the reput thread if it flagged itself asleep on ``slot``
+    void rmq_notify_poke(unsigned char *slot)
+
 cdef extern from *:
     """
     #include "rmq_endian.h"
@@ -336,6 +340,8 @@ cdef class Appender:
     cdef const int64_t *_gil_req
     cdef object _gil_obj  # the request array, for a put to hold while it waits on it
     cdef int64_t _gil_seen
+    cdef Py_buffer _wake_view  # held while _wake points into it
+    cdef unsigned char *_wake
     cdef readonly object hints  # int64[HINT_CAPACITY, HINT_FIELDS], read-only to Python
     cdef readonly object hint_head  # int64[1]: hints written
     cdef int64_t *_ring
@@ -348,6 +354,7 @@ cdef class Appender:
         self._last_topic = _NO_TOPIC  # no argument is this object
         self._has_view = False
         self._gil_req = NULL
+        self._wake = NULL
         if pthread_mutex_init(&self._mutex, NULL) != 0:
             raise MemoryError()
         self._mutex_ok = True
@@ -386,6 +393,9 @@ cdef class Appender:
         if self._gil_req != NULL:
             self._gil_req = NULL
             PyBuffer_Release(&self._gil_view)
+        if self._wake != NULL:
+            self._wake = NULL
+            PyBuffer_Release(&self._wake_view)
 
     # -- lock ---------------------------------------------------------------------------------------
     cdef inline void _acquire(self) noexcept:
@@ -430,6 +440,22 @@ cdef class Appender:
             self._gil_view = view
             self._gil_req = <const int64_t *>view.buf
             self._gil_obj = request
+
+    def set_wake(self, wake):
+        """See the pure twin."""
+        cdef Py_buffer view
+        if wake is not None:
+            PyObject_GetBuffer(wake, &view, PyBUF_WRITABLE | PyBUF_FORMAT)
+            if view.len != 8 or view.itemsize != 4 or view.format == NULL or view.format[0] not in b"IL" \
+                    or (<size_t>view.buf) % 4 != 0:
+                PyBuffer_Release(&view)
+                raise ValueError("wake must be a writable uint32[2]")
+        if self._wake != NULL:
+            self._wake = NULL
+            PyBuffer_Release(&self._wake_view)
+        if wake is not None:
+            self._wake_view = view
+            self._wake = <unsigned char *>view.buf
 
     cdef inline void _yield_gil(self) noexcept:
         # the pointer and the array it points into are taken while the GIL is held: another thread
@@ -759,6 +785,8 @@ cdef class Appender:
                     self._nhints += 1
                     rmq_publish_i64(self._hint_head, self._nhints)
                 rmq_publish_i64(self._live, self._from + self._pos)
+                if self._wake != NULL:
+                    rmq_notify_poke(self._wake)
                 if qt is not None:
                     qt.put(m.queue_id, qoff + 1)
                 r = AppendResult.__new__(AppendResult)
@@ -821,6 +849,8 @@ cdef class Appender:
             self._pos = pos + total
             self._set_wrote(mf, self._pos)
             rmq_publish_i64(self._live, self._from + self._pos)
+            if self._wake != NULL:
+                rmq_notify_poke(self._wake)
             qt.put(queue_id, qoff + cnt)
             return BatchAppendResult(self._from + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)
         finally:

@@ -204,6 +204,16 @@ cdef extern from "Python.h":
 
 from .indexfile cimport rmq_index_put
 
+cdef extern from "rmq_notify.h" nogil:
+    # a unit's size is stored last (release): a reader in another process that sees it sees the unit
+    void rmq_cq_publish_unit(unsigned char *u, int64_t phys, int32_t size, int64_t tags)
+    uint32_t rmq_notify_bump(unsigned char *slot)
+    uint32_t rmq_notify_seq(const unsigned char *slot)
+    int rmq_notify_wait(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel, int flag,
+                        int64_t slice_ns)
+    int64_t rmq_notify_now_ns()
+    void rmq_notify_arm(unsigned char *slot)
+
 cdef extern from "rmq_endian.h" nogil:
     void rmq_store_be64(unsigned char *p, uint64_t v)
     void rmq_store_be32(unsigned char *p, uint32_t v)
@@ -275,7 +285,8 @@ cdef extern from *:
     void rmq_sleep_ns(int64_t ns) nogil
     void rmq_nap_fd(int64_t ns, int fd) nogil
 
-DEF LIVE_LAG = 2 * 1024 * 1024  # follow the writer this far behind: its newest lines stay in its core's cache
+DEF LIVE_LAG = 2 * 1024 * 1024  # follow a streaming writer this far behind: its newest lines stay in its core's cache
+DEF LIVE_STREAMING = 10  # ... streaming: more than 1 byte per LIVE_STREAMING ns (100 MB/s) since the last look
 DEF CHUNK = 4000  # records per scan: not a multiple of 512 (4 KiB-multiple row strides thrash L1)
 DEF KEYS_CAP = CHUNK * 8
 DEF HINT_CAP_MIN = 16  # records a batch takes from hints right after a stop
@@ -293,6 +304,8 @@ cdef struct cq_slot:
     int bound
     int touched
     int64_t seen  # wrote as moved() last reported it (-1: not yet)
+    int64_t npos  # its wake slot in the notify buffer (-1: none)
+    int pend  # got units since the last announcement
 
 
 cdef extern from *:
@@ -361,6 +374,13 @@ cdef class Dispatcher:
     cdef const int64_t *_head
     cdef int64_t _hint_at  # the next hint number to look at
     cdef int64_t _hint_cap  # records a batch takes from hints: small after a stop, doubling back to CHUNK
+    cdef Py_buffer _nview  # the notify buffer (set_notify), held while _nbuf points into it
+    cdef unsigned char *_nbuf
+    cdef Py_ssize_t _nlen
+    cdef int64_t *_pend  # slots with units not yet announced
+    cdef int64_t _npend
+    cdef Py_buffer _wview  # the writer's wake slot (set_wake), held while _wake points into it
+    cdef unsigned char *_wake
     cdef readonly int64_t hinted  # records dispatched from hints, in all
 
     def __cinit__(self):
@@ -383,6 +403,11 @@ cdef class Dispatcher:
         self._keys = <int64_t *>malloc(KEYS_CAP * sizeof(int64_t))
         self._touched = NULL
         self._ntouched = 0
+        self._nbuf = NULL
+        self._nlen = 0
+        self._pend = NULL
+        self._npend = 0
+        self._wake = NULL
         if self._cols == NULL or self._disp == NULL or self._keys == NULL:
             raise MemoryError()
 
@@ -390,6 +415,8 @@ cdef class Dispatcher:
         cdef int64_t i
         self.set_signals(None, None)
         self.set_hints(None, None)
+        self.set_notify(None)
+        self.set_wake(None)
         self.release()
         for i in range(self._nslots):
             free(self._slots[i].topic)
@@ -397,6 +424,7 @@ cdef class Dispatcher:
         free(self._views)
         free(self._table)
         free(self._touched)
+        free(self._pend)
         free(self._cols)
         free(self._disp)
         free(self._keys)
@@ -432,6 +460,10 @@ cdef class Dispatcher:
         if nt == NULL:
             raise MemoryError()
         self._touched = nt
+        nt = <int64_t *>realloc(self._pend, cap * sizeof(int64_t))
+        if nt == NULL:
+            raise MemoryError()
+        self._pend = nt
         cdef int64_t *tb = <int64_t *>malloc(tcap * sizeof(int64_t))
         if tb == NULL:
             raise MemoryError()
@@ -453,10 +485,13 @@ cdef class Dispatcher:
         self._table[h] = s
 
     def bind_queue(self, bytes topic not None, int64_t queue_id, buffer, int64_t file_from, int64_t wrote,
-                   int64_t max_phys):
+                   int64_t max_phys, int64_t notify_pos=-1):
         """Bind (or rebind) queue ``(topic, queue_id)`` to its writable file ``buffer`` (mapped at
-        ``file_from``, written up to ``wrote``; units up to CommitLog offset ``max_phys`` are in).
+        ``file_from``, written up to ``wrote``; units up to CommitLog offset ``max_phys`` are in),
+        announcing its units at wake slot ``notify_pos`` of the notify buffer (-1: nowhere).
         ``buffer`` None unbinds it. Returns the slot number."""
+        if notify_pos < -1 or notify_pos % 4:
+            raise ValueError(f"notify position {notify_pos} is not a wake slot")
         cdef int64_t n = len(topic), s
         cdef const unsigned char *t = <const unsigned char *>(<char *>topic)
         s = self._find(t, n, queue_id)
@@ -472,11 +507,13 @@ cdef class Dispatcher:
             self._slots[s].queue_id = queue_id
             self._slots[s].bound = 0
             self._slots[s].touched = 0
+            self._slots[s].pend = 0
             self._nslots += 1
             self._insert(s)
         if self._slots[s].bound:
             PyBuffer_Release(&self._views[s])
             self._slots[s].bound = 0
+        self._slots[s].npos = notify_pos
         if buffer is None:
             return s
         _get_buffer(buffer, &self._views[s], PyBUF_WRITABLE)
@@ -491,6 +528,49 @@ cdef class Dispatcher:
         self._slots[s].wrote = wrote
         self._slots[s].max_phys = max_phys
         return s
+
+    def set_notify(self, buffer):
+        """Announce units in ``buffer`` (the notify file's writable map; None: nowhere): after each
+        run of records, the wake slot of every queue that got units is bumped (csrc/rmq_notify.h)."""
+        cdef Py_buffer v
+        if buffer is not None:
+            _get_buffer(buffer, &v, PyBUF_WRITABLE)
+        if self._nbuf != NULL:
+            self._nbuf = NULL
+            self._nlen = 0
+            PyBuffer_Release(&self._nview)
+        if buffer is not None:
+            self._nview = v
+            self._nbuf = <unsigned char *>v.buf
+            self._nlen = v.len
+
+    def set_wake(self, wake):
+        """Nap on ``wake`` (uint32[2], the wake slot the writer's ``Appender.set_wake`` pokes; None:
+        plain sleeps): a live run caught up with the writer, and ``nap`` between runs, sleep until
+        the writer publishes more (or the nap's time passes), instead of for the whole time."""
+        cdef Py_buffer v
+        if wake is not None:
+            _get_buffer(wake, &v, PyBUF_WRITABLE | PyBUF_FORMAT)
+            if v.len != 8 or v.itemsize != 4 or v.format == NULL or v.format[0] not in b"IL" or (<size_t>v.buf) % 4:
+                PyBuffer_Release(&v)
+                raise ValueError("wake must be a writable uint32[2]")
+        if self._wake != NULL:
+            self._wake = NULL
+            PyBuffer_Release(&self._wview)
+        if wake is not None:
+            self._wview = v
+            self._wake = <unsigned char *>v.buf
+
+    cdef void _announce(self) noexcept nogil:
+        """Bump the wake slot of each queue that got units since the last call (after the units)."""
+        cdef int64_t i, s, p
+        for i in range(self._npend):
+            s = self._pend[i]
+            self._slots[s].pend = 0
+            p = self._slots[s].npos
+            if self._nbuf != NULL and 0 <= p and p + 8 <= self._nlen:
+                rmq_notify_bump(self._nbuf + p)
+        self._npend = 0
 
     def bind_index(self, buffer, int64_t slot_count, int64_t max_entries):
         """Bind the last (writable) index file, or None for none."""
@@ -600,24 +680,43 @@ cdef class Dispatcher:
             raise ValueError("nap times must be >= 0")
         self._nap_ns, self._nap_max_ns = nap_ns, (max_idle_ns if nap_ns > 0 else 0)
 
-    def nap(self, double seconds, int wake_fd=-1):
+    def nap(self, double seconds, int wake_fd=-1, live=None, int64_t seen=-1):
         """Sleep without the GIL (the reput thread between runs) for ``seconds``, or until
         ``wake_fd`` (the read end of a pipe; -1: none) is readable, or not at all while ``wanted``
         is set (see ``set_signals``); then, like the end of a live run, ask the writers for the
         GIL: a sleeping thread that wakes up behind a busy writer would otherwise wait out the
-        5 ms switch interval."""
+        5 ms switch interval. With a wake slot (``set_wake``) and ``live`` (the appender's int64[1]
+        end, ``seen`` where dispatch stands), the nap waits on the slot instead and ends as soon as
+        the writer publishes past ``seen`` (the store's close pokes the slot too)."""
         cdef int64_t *gr = self._gil_req
         cdef const int64_t *wp = self._wanted
         cdef int64_t ns
+        cdef Py_buffer lv
+        cdef const int64_t *lp = NULL
+        cdef uint32_t e
+        cdef unsigned char *w = self._wake
         if not seconds >= 0:
             raise ValueError(f"nap of {seconds} s")
         ns = <int64_t>(min(seconds, 1e9) * 1e9)
-        with nogil:
-            if wp == NULL or rmq_observe_i64(wp) == 0:
-                rmq_nap_fd(ns, wake_fd)
-            if gr != NULL:
-                self._gil_seq += 1
-                rmq_publish_i64(gr, self._gil_seq)
+        if live is not None and w != NULL:
+            _i64_buffer(live, &lv, 1, False, "live")
+            lp = <const int64_t *>lv.buf
+        try:
+            with nogil:
+                if wp == NULL or rmq_observe_i64(wp) == 0:
+                    if lp != NULL:
+                        e = rmq_notify_seq(w)
+                        rmq_notify_arm(w)  # flagged before the look: a put after it pokes the slot
+                        if rmq_observe_i64(lp) == seen:
+                            rmq_notify_wait(w, e, ns, wp, 1, 0)
+                    else:
+                        rmq_nap_fd(ns, wake_fd)
+                if gr != NULL:
+                    self._gil_seq += 1
+                    rmq_publish_i64(gr, self._gil_seq)
+        finally:
+            if lp != NULL:
+                PyBuffer_Release(&lv)
         if gr != NULL:
             rmq_publish_i64(gr, 0)  # got it (see _run)
 
@@ -708,13 +807,15 @@ cdef class Dispatcher:
         cdef int64_t *keys = self._keys
         cdef cq_slot *sl
         cdef unsigned char *ib
-        cdef unsigned char *u
         cdef int64_t nseg = 0
         cdef int seg_on
         cdef int64_t s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t
         cdef int64_t *gr
         cdef const int64_t *wp = self._wanted
         cdef int64_t idle = 0, nap = self._nap_ns, nap_max = self._nap_max_ns
+        cdef int64_t wend, lag, prev_full = limit, prev_t = 0, t_now
+        cdef uint32_t wseq = 0
+        cdef unsigned char *wk = self._wake
         cdef int64_t next_hint = -1, parse_cap, hint_from, from_hints
         cdef const int64_t *ring = self._ring if not verify_crc else NULL
         if pos < 0 or limit < pos or limit > n:
@@ -729,11 +830,22 @@ cdef class Dispatcher:
         gr = self._gil_req if lp != NULL else NULL
         if gr != NULL:
             rmq_publish_i64(gr, 0)  # leaving the GIL: the writers may take it again
+        prev_t = rmq_notify_now_ns()
         with nogil:
             while stop == 0:
                 if at >= limit:
                     if lp != NULL:  # follow the writer: records completed since the call began
-                        v = rmq_observe_i64(lp) - file_from - LIVE_LAG
+                        if wk != NULL:
+                            wseq = rmq_notify_seq(wk)
+                        wend = rmq_observe_i64(lp) - file_from
+                        # a streaming writer is followed LIVE_LAG behind; a slower one (a paced
+                        # producer, live consumers waiting) to its end
+                        t_now = rmq_notify_now_ns()
+                        lag = LIVE_LAG
+                        if (wend - prev_full) * LIVE_STREAMING < t_now - prev_t:
+                            lag = 0
+                        prev_full, prev_t = wend, t_now
+                        v = wend - lag
                         if v > n:
                             v = n
                         if v > live_cap:
@@ -745,7 +857,12 @@ cdef class Dispatcher:
                         # caught up: nap for the writer (no GIL needed) unless someone waits to dispatch
                         if (idle < nap_max and limit < live_cap
                                 and (wp == NULL or rmq_observe_i64(wp) == 0)):
-                            rmq_sleep_ns(nap)
+                            if wk != NULL and lag == 0:  # until the writer's next put (it pokes the slot), at most nap
+                                rmq_notify_arm(wk)
+                                if rmq_observe_i64(lp) - file_from == wend:
+                                    rmq_notify_wait(wk, wseq, nap, wp, 1, 0)
+                            else:
+                                rmq_sleep_ns(nap)
                             idle += nap
                             continue
                     break
@@ -811,16 +928,17 @@ cdef class Dispatcher:
                             expected = qoff * 20
                             current = sl.file_from + sl.wrote
                             if expected == current:
-                                u = sl.buf + sl.wrote
-                                rmq_store_be64(u, <uint64_t>phys)
-                                rmq_store_be32(u + 8, <uint32_t>size)
-                                rmq_store_be64(u + 12, <uint64_t>tags)
+                                rmq_cq_publish_unit(sl.buf + sl.wrote, phys, <int32_t>size, tags)
                                 sl.wrote += 20
                                 sl.max_phys = phys + size
                                 if not sl.touched:
                                     sl.touched = 1
                                     self._touched[self._ntouched] = s
                                     self._ntouched += 1
+                                if not sl.pend and sl.npos >= 0:
+                                    sl.pend = 1
+                                    self._pend[self._npend] = s
+                                    self._npend += 1
                             elif expected == 0 or expected > current:
                                 stop, a = 2, 1  # RocketMQ writes it where the file is (with a warning): the general path
                                 break
@@ -877,6 +995,8 @@ cdef class Dispatcher:
                     done += 1
                     self.hinted += from_hints
                     at = rpos + size
+                if self._npend:  # readers waiting on these queues (any process) may go on
+                    self._announce()
                 if stop:
                     self._hint_at = hint_from  # records from the stop on are not done: look again
                     # and take few from hints next time (a store that binds a queue for every

@@ -30,6 +30,7 @@ from ..layout import (
 )
 from ..wire import SCHEDULE_TOPIC, create_message_id
 from . import codec
+from . import notify as _notify
 from .hashing import index_key_hash, java_string_hash
 
 __all__ = ["Appender", "AppendResult", "BatchAppendResult", "batch_properties", "prefault", "sync_range"]
@@ -201,6 +202,7 @@ class Appender:
         self.live.flags.writeable = False
         self._gil_req: Any = None
         self._gil_seen = 0
+        self._wake: Any = None  # set_wake
         # dispatch hints (csrc/rmq_hints.h): what a put knows of its record, for the reput thread
         self._ring = np.full((HINT_CAPACITY, HINT_FIELDS), -1, dtype=np.int64)
         self._hints = self._ring.view()
@@ -249,6 +251,21 @@ class Appender:
                 raise ValueError("request must be an aligned, writable int64[1]")
         self._gil_req = request
         self._gil_seen = 0
+
+    def set_wake(self, wake: Any) -> None:
+        """Share a wake slot (``notify``: uint32 ``seq``, ``waiters``; or None) with the thread that
+        follows this appender's published end (the reput thread): when it has flagged itself asleep
+        there, a put that publishes a new end bumps the slot and wakes it (csrc/rmq_notify.h)."""
+        if wake is not None:
+            a = np.asarray(wake)
+            if a.dtype != np.uint32 or a.shape != (2,) or not a.flags.writeable or not a.flags.c_contiguous:
+                raise ValueError("wake must be a writable uint32[2]")
+        self._wake = wake
+
+    def _woken(self) -> None:
+        w = self._wake
+        if w is not None and w[1]:
+            _notify.bump(w, 0)
 
     def _yield_gil(self) -> None:
         req = self._gil_req
@@ -400,6 +417,7 @@ class Appender:
                 self._put_hint(mf.file_from_offset + pos, n, hint[2], len(tb), queue_id, n - 2 - plen - len(tb),
                                qoff, ts, hint[0], hint[1])
             self._live[0] = mf.file_from_offset + pos + n
+            self._woken()
             if not no_queue:
                 self._queues[key] = qoff + 1
             return AppendResult(mf.file_from_offset + pos, n, qoff, ts, sa, sp)
@@ -453,5 +471,6 @@ class Appender:
                 mf = self._file()
             mf.wrote_position = pos + total
             self._live[0] = mf.file_from_offset + pos + total
+            self._woken()
             self._queues[key] = qoff + cnt
             return BatchAppendResult(mf.file_from_offset + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)

@@ -54,6 +54,7 @@ from ..layout import (
 )
 from ..wire import SCHEDULE_TOPIC
 from . import codec as _codec
+from . import notify as _notify
 from .hashing import index_key_hash, java_string_hash
 
 __all__ = [
@@ -384,6 +385,9 @@ class Dispatcher:
         self._hint_at = 0  # the next hint number to look at
         self._hint_cap = _CHUNK  # records a batch takes from hints: small after a stop, doubling back
         self._n_hinted = 0
+        self._notify: Any = None  # the notify buffer (set_notify)
+        self._wake: Any = None  # the writer's wake slot (set_wake)
+        self._pend: list[list[Any]] = []  # slots with units not yet announced
 
     def set_signals(self, request: Any, wanted: Any) -> None:
         """Share two int64[1] words with the threads around a live run (either may be None):
@@ -478,14 +482,34 @@ class Dispatcher:
             raise ValueError("nap times must be >= 0")
         self._nap = (int(nap_ns), int(max_idle_ns) if nap_ns > 0 else 0)
 
-    def nap(self, seconds: float, wake_fd: int = -1) -> None:
+    def set_wake(self, wake: Any) -> None:
+        """Nap on ``wake`` (uint32[2], the wake slot the writer's ``Appender.set_wake`` pokes; None:
+        plain sleeps): ``nap`` with ``live`` sleeps until the writer publishes more (or its time
+        passes). (A live run of this twin naps plainly: a latency difference, not one of results.)"""
+        if wake is not None:
+            a = np.asarray(wake)
+            if a.dtype != np.uint32 or a.shape != (2,) or not a.flags.writeable or not a.flags.c_contiguous:
+                raise ValueError("wake must be a writable uint32[2]")
+        self._wake = wake
+
+    def nap(self, seconds: float, wake_fd: int = -1, live: Any = None, seen: int = -1) -> None:
         """Sleep (the reput thread between runs) for ``seconds``, or until ``wake_fd`` (the read
         end of a pipe; -1: none) is readable, or not at all while ``wanted`` is set; it ends with
-        no GIL request out (see ``set_signals``)."""
+        no GIL request out (see ``set_signals``). With a wake slot (``set_wake``) and ``live`` (the
+        appender's int64[1] end; ``seen``: where dispatch stands) it waits on the slot instead and
+        ends as soon as the writer publishes past ``seen`` (the store's close pokes the slot too)."""
         if not seconds >= 0:
             raise ValueError(f"nap of {seconds} s")
+        w = self._wake
+        if live is not None:
+            _array_shape(live, 1, "live", writable=False, contiguous=True)
         if self._wanted is None or self._wanted[0] == 0:
-            if wake_fd >= 0:  # poll, as the native twin: select() refuses descriptors past FD_SETSIZE
+            if w is not None and live is not None:
+                e = _notify.seq(w, 0)
+                w[1] = 1  # flagged before the look: a put after it pokes the slot
+                if int(live[0]) == seen:
+                    _notify.wait(w, 0, e, seconds, self._wanted, True)
+            elif wake_fd >= 0:  # poll, as the native twin: select() refuses descriptors past FD_SETSIZE
                 waiter = select.poll()
                 waiter.register(wake_fd, select.POLLIN)
                 waiter.poll(min(seconds * 1000.0, 2**31 - 1))
@@ -495,13 +519,20 @@ class Dispatcher:
             self._gil_req[0] = 0
 
     def bind_queue(self, topic: bytes, queue_id: int, buffer: Any, file_from: int, wrote: int,
-                   max_phys: int) -> int:
+                   max_phys: int, notify_pos: int = -1) -> int:
+        """Bind (or rebind) queue ``(topic, queue_id)`` to its writable file ``buffer`` (mapped at
+        ``file_from``, written up to ``wrote``; units up to CommitLog offset ``max_phys`` are in),
+        announcing its units at wake slot ``notify_pos`` of the notify buffer (-1: nowhere).
+        ``buffer`` None unbinds it. Returns the slot number."""
+        if notify_pos < -1 or notify_pos % 4:
+            raise ValueError(f"notify position {notify_pos} is not a wake slot")
         key = (bytes(topic), int(queue_id))
         if key not in self._slots:
-            self._slots[key] = [None, 0, 0, 0, 0, False]
+            self._slots[key] = [None, 0, 0, 0, 0, False, -1, False]
             self._order.append(key)
         sl = self._slots[key]
         sl[0] = None
+        sl[6] = int(notify_pos)
         self._seen.pop(key, None)
         if buffer is not None:
             mv = memoryview(buffer)
@@ -511,6 +542,23 @@ class Dispatcher:
                 raise ValueError(f"write position {wrote} does not fit a consume-queue file of {len(mv)} bytes")
             sl[:5] = [buffer, int(file_from), len(mv), int(wrote), int(max_phys)]
         return self._order.index(key)
+
+    def set_notify(self, buffer: Any) -> None:
+        """Announce units in ``buffer`` (the notify file's writable map; None: nowhere): after each
+        run of records, the wake slot of every queue that got units is bumped (``notify.bump``)."""
+        if buffer is not None and memoryview(buffer).readonly:
+            raise TypeError("the notify buffer must be writable")
+        self._notify = buffer
+
+    def _announce(self) -> None:
+        """Bump the wake slot of each queue that got units since the last call (after the units)."""
+        nb = self._notify
+        for sl in self._pend:
+            sl[7] = False
+            p = sl[6]
+            if nb is not None and 0 <= p and p + 8 <= len(memoryview(nb)):
+                _notify.bump(nb, p)
+        self._pend = []
 
     def bind_index(self, buffer: Any, slot_count: int, max_entries: int) -> None:
         self._idx = None
@@ -625,12 +673,16 @@ class Dispatcher:
                             break
                         expected, current = qoff * 20, sl[1] + sl[3]
                         if expected == current:
-                            _STRUCT_UNIT.pack_into(sl[0], sl[3], phys, size, tags)
+                            # its size last: another process that sees it sees the whole unit
+                            _notify.publish_units(sl[0], sl[3], _STRUCT_UNIT.pack(phys, size, tags))
                             sl[3] += 20
                             sl[4] = phys + size
                             if not sl[5]:
                                 sl[5] = True
                                 self._touched.append((bytes(memoryview(buf)[tp : tp + tl]), qid))
+                            if not sl[7] and sl[6] >= 0:
+                                sl[7] = True
+                                self._pend.append(sl)
                         elif expected == 0 or expected > current:
                             stop, args = STOP_SPECIAL, (1, 0, 0, 0)
                             break
@@ -677,6 +729,8 @@ class Dispatcher:
                 done += 1
                 self._n_hinted += from_hints
                 at = rpos + size
+            if self._pend:  # readers waiting on these queues (any process) may go on
+                self._announce()
             if stop:
                 self._hint_at = hint_from  # records from the stop on are not done: look again
                 self._hint_cap = _HINT_CAP_MIN  # and take few from hints next time (see the native twin)
