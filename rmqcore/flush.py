@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from .errors import DiskFullError, TooManyOpenFilesError
@@ -200,6 +200,15 @@ class DurableAck:
         if svc is None or svc.durable_offset >= self._end:
             return self.append
         return svc.durable(self.append)
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        """``await ack``: ``result()`` without blocking the event loop (an ack not yet durable is
+        waited for in the loop's default executor; a done one answers at once)."""
+        if self.done():
+            return self.result()
+        import asyncio
+
+        return (yield from asyncio.get_running_loop().run_in_executor(None, self.result).__await__())
 
     def __repr__(self) -> str:
         return f"DurableAck({self.append!r}, done={self.done()})"

@@ -19,6 +19,10 @@ it, waits for the calls under way, seals the CommitLog against appends, then dis
 and lets go of the files, so a call racing ``close()`` completes or raises StoreClosedError.
 Several processes: at most one opens a store for writing (``lock`` file); a read-only open of a live
 store sees complete records only (it scans to the last valid record at open and never writes).
+
+Live consumers (``rmqcore.live``): ``get_messages(..., wait=)`` holds a pull until dispatch publishes
+a unit of its queue (RocketMQ's long polling), ``consume``/``consume_async`` iterate and commit as a
+push consumer, and ``read_only=True, follow=True`` in another process follows the writer.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ import re
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +44,7 @@ import numpy as np
 
 from . import _impl
 from . import layout as L
+from . import live as _live
 from .checkpoint import StoreCheckpoint
 from .columnar.manifest import drop_copies
 from .commitlog import AppendResult, BatchAppendResult, CommitLog, raise_status
@@ -245,12 +251,14 @@ class MessageStore:
         store_dir: the store root (``commitlog/``, ``consumequeue/``, ``index/``, ``config/``...).
         config: a StoreConfig; keyword arguments override its fields (e.g. ``cq_file_size=2000``).
         read_only: open without the lock, write nothing (for live or foreign stores).
+        follow: with ``read_only``, keep up with the process writing the store: pulls see what it
+            publishes after the open and may wait for it (``rmqcore.live``).
         impl: "native" or "pure" kernels (default: the chosen implementation).
     """
 
     def __init__(
         self, store_dir: str | os.PathLike[str], config: StoreConfig | None = None, *, read_only: bool = False,
-        impl: str | None = None, progress: Any = None, **overrides: Any,
+        follow: bool = False, impl: str | None = None, progress: Any = None, **overrides: Any,
     ) -> None:
         self.store_dir = _store_path(store_dir)
         if config is not None and not isinstance(config, StoreConfig):
@@ -259,6 +267,11 @@ class MessageStore:
             raise ConfigError(f"impl must be 'native', 'pure' or None, not {impl!r}")
         if not isinstance(read_only, bool):
             raise ConfigError(f"read_only must be a bool, not {read_only!r}")
+        if not isinstance(follow, bool):
+            raise ConfigError(f"follow must be a bool, not {follow!r}")
+        if follow and not read_only:
+            raise ConfigError("follow=True is for read-only opens (read_only=True): a writer is followed")
+        self._follow = follow
         self._progress = progress  # progress(done_bytes, total_bytes) during recovery scans
         self.read_only = read_only
         self.impl = impl
@@ -290,11 +303,20 @@ class MessageStore:
         self._closed = False
         self._gate = new_gate(f"the store {self.store_dir} is closed", self.impl)
         self._close_lock = threading.Lock()  # one close at a time; a second one returns once it is closed
+        self._notify: _live.NotifyFile | None = None  # the writer's wake slots (rmqcore.live)
+        self._follower: _live.Follower | None = None
+        self._live_consumers: Any = weakref.WeakSet()
+        self._live_pool: Any = None
+        self._live_lock = threading.Lock()
+        self._offsets_lock = threading.RLock()
+        self._inbox = _live.OffsetInbox(self.store_dir)
         # one writer per directory, in this process too (StoreLock); a failed open undoes it
         self._lock: StoreLock | None = None if read_only else StoreLock(self.store_dir)
         self._open_failed = False
         try:
-            self._open(cfg, fresh=saved is None)
+            self._open(cfg, fresh=saved is None, follow=self._follow)
+            if self._follower is not None:
+                self._follower.attach(self)
         except BaseException:
             self._abandon()
             raise
@@ -305,7 +327,7 @@ class MessageStore:
         if lock is not None:
             lock.release(undo=self._open_failed)
 
-    def _open(self, cfg: StoreConfig, fresh: bool) -> None:
+    def _open(self, cfg: StoreConfig, fresh: bool, follow: bool = False) -> None:
         # large page-cache folios for the CommitLog and consume queues (MappedFile's _advise_huge),
         # not under SYNC_FLUSH: each sync would write the written folio whole (p50 of a durable put
         # went from ~0.3 to ~1.1 ms here)
@@ -321,6 +343,8 @@ class MessageStore:
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.index: Any = None
         self.segindex: Any = None
+        if follow:  # the writer's generation, read before any file is
+            self._follower = _live.Follower(self.store_dir, self.impl)
         self.commitlog = CommitLog(
             self.store_dir, file_size=cfg.commitlog_file_size, flavour=cfg.flavour, store_host=cfg.store_host,
             clock=cfg.clock, max_message_size=cfg.max_message_size, read_only=self.read_only,
@@ -371,11 +395,13 @@ class MessageStore:
         self._last_dispatched_ts = 0
         self._topic_names: list[str] = []
         self._offsets: dict[str, dict[int, int]] = {}
-        self._offsets_lock = threading.Lock()
         self._load_consumer_offsets()
         self._load_topics()
         self._load_consume_queues()
         self.index = self._open_index(cfg)
+        if not self.read_only:  # followers learn that a writer recovers before recovery changes a file
+            self._notify = _live.NotifyFile(self.store_dir, writer=True, impl=self.impl)
+            self._notify.begin()
         self._recover()
         if not self.read_only and fresh:
             save_geometry(self.store_dir, cfg)
@@ -408,10 +434,19 @@ class MessageStore:
             self._dispatcher.live_nap(_LIVE_NAP_NS, _LIVE_IDLE_NS)
             with full_disk_is_error("the reput thread's wake-up pipe"):
                 self._wake = os.pipe()  # close writes a byte: the reput thread's nap ends at once
+            # ... and pokes this slot, which every put pokes too while the reput thread naps on it:
+            # it dispatches (and live consumers wake) as soon as a put is published
+            self._reput_wake = np.zeros(2, dtype=np.uint32)
+            self.commitlog._appender.set_wake(self._reput_wake)
+            self._dispatcher.set_wake(self._reput_wake)
             self._reput_thread = threading.Thread(target=self._reput_loop, name="rmqcore-reput", daemon=True)
             self._reput_thread.start()
         if cfg.logics_warm_ahead > 0 and not self.read_only:
             self._logics_warmer = WarmAhead(self._warm_regions, _LOGICS_WARM_CHUNK, "rmqcore-logics-warm-ahead")
+        if self._notify is not None:  # dispatch wakes the waiters of each queue it adds units to
+            self._drain_offset_inbox()
+            self._dispatcher.set_notify(self._notify.mm)
+            self._notify.opened(self.reput_from_offset, self.commitlog.min_offset)
 
     def _open_index(self, cfg: StoreConfig) -> Any:
         if not cfg.message_index_enable:
@@ -962,16 +997,23 @@ class MessageStore:
                     break
             self.reput_from_offset = nxt
         self._reput_pub[0] = self.reput_from_offset
+        if self._notify is not None:
+            self._notify.publish_dispatched(self.reput_from_offset)
         if self._lookup is not None and self._lookup_stale():
             self._drop_lookup()  # files came or went: the next lookup rebuilds it
         return n_total
 
     def _sync_queues(self) -> None:
-        """Publish what the dispatcher wrote: each queue's write position and max physical offset."""
+        """Publish what the dispatcher wrote: each queue's write position and max physical offset
+        (and wake its waiters in this process: the dispatcher woke them as it wrote, when this
+        process's view of the queue had not moved yet)."""
+        notify = self._notify if self.config.dispatch == "background" else None
         for topic_b, qid, wrote, max_phys in self._dispatcher.touched():
             cq, mf = self._bound[(topic_b, qid)]
             mf.wrote_position = wrote
             cq.max_physic_offset = max_phys
+            if notify is not None:
+                notify.announce(topic_b, qid)
 
     def _bind_queue(self, topic_b: bytes, queue_id: int, queue_offset: int, path: Any = None,
                     position: int = -1) -> None:
@@ -987,15 +1029,16 @@ class MessageStore:
         self._bind((topic_b, queue_id), cq, cq._writable(queue_offset * L.CQ_UNIT_SIZE))
 
     def _bind(self, key: tuple[bytes, int], cq: ConsumeQueue, mf: Any) -> None:
-        """Bind ``mf`` of ``cq`` to the dispatcher (pinned in the map pool meanwhile); beyond
-        ``_bind_max`` bound queues the least recently bound one is let go (bound again when a
-        record needs it)."""
+        """Bind ``mf`` of ``cq`` to the dispatcher (pinned in the map pool meanwhile), with the
+        queue's wake slot in the notify file; beyond ``_bind_max`` bound queues the least recently
+        bound one is let go (bound again when a record needs it)."""
         old = self._bound.pop(key, None)
         if old is not None and old[1] is not mf:
             self._map_pool.pin(old[1], False)
         self._map_pool.pin(mf, True)
         self._dispatcher.bind_queue(key[0], key[1], mf.mm, mf.file_from_offset, mf.wrote_position,
-                                    cq.max_physic_offset)
+                                    cq.max_physic_offset,
+                                    -1 if self._notify is None else self._notify.slot(key[0], key[1]))
         self._bound[key] = (cq, mf)
         while len(self._bound) > self._bind_max:
             self._unbind(next(iter(self._bound)))
@@ -1066,6 +1109,8 @@ class MessageStore:
                 self._unbind(key)
         if self.index is not None and self.index._files:
             self._bind_index()
+        if self._notify is not None:  # this path writes its unit through ConsumeQueue: announce it here
+            self._notify.announce(topic_b, key[1])
         return int(mf.file_from_offset + end_pos)
 
     def _apply_dispatch(self, mf: Any, n: int, nkeys: int) -> None:
@@ -1125,8 +1170,10 @@ class MessageStore:
         idle = 0.001
         backoff = 0.01
         wake_r = self._wake[0] if self._wake is not None else -1
+        live = self.commitlog._appender.live
         try:
             while not self._stop.is_set():
+                seen = int(live[0])  # a put after this ends the nap below at once
                 try:
                     if self.reput_from_offset >= self.commitlog.max_offset:  # nothing new: no dispatch call
                         done = 0
@@ -1147,7 +1194,8 @@ class MessageStore:
                 if done == 0:
                     if self._stop.is_set():
                         return
-                    self._dispatcher.nap(idle, wake_r)  # ends with a GIL request, withdrawn once answered
+                    # ends with a GIL request, withdrawn once answered
+                    self._dispatcher.nap(idle, wake_r, live, seen)
                     idle = min(idle * 2, 0.016)  # an idle store costs ~60 wake-ups a second
                 else:
                     idle = 0.001
@@ -1195,6 +1243,8 @@ class MessageStore:
         gate.enter()
         try:
             self._caught_up()
+            if self._follower is not None and self._follower.ready()[0]:
+                self._follower.refresh_queue(topic, queue_id)
             cq = self._queue_of(topic, queue_id)
             return cq.min_offset if cq else 0
         finally:
@@ -1206,6 +1256,8 @@ class MessageStore:
         gate.enter()
         try:
             self._caught_up()
+            if self._follower is not None and self._follower.ready()[0]:
+                self._follower.refresh_queue(topic, queue_id)
             cq = self._queue_of(topic, queue_id)
             return cq.max_offset if cq else 0
         finally:
@@ -1233,14 +1285,26 @@ class MessageStore:
 
     def get_messages(
         self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
-        max_bytes: int = 128 * 1024 * 1024, tag_filter: str | None = None,
+        max_bytes: int = 128 * 1024 * 1024, tag_filter: str | None = None, *, wait: float = 0.0,
     ) -> GetResult:
         """DefaultMessageStore.getMessage: pull from ``offset`` with RocketMQ's statuses and next offsets.
 
+        With ``wait`` seconds and nothing at ``offset`` (OFFSET_OVERFLOW_ONE, NO_MESSAGE_IN_QUEUE,
+        NO_MATCHED_LOGIC_QUEUE, OFFSET_FOUND_NULL: what RocketMQ's broker holds a long-polling pull
+        on), the pull waits, GIL released, until dispatch publishes a unit of this queue (in this
+        process or, with ``follow=True``, in the writer's) and answers then, or after ``wait``
+        seconds with what it found. Any number of threads may wait on any queues.
+
         Raises:
             ConfigError: ``offset``, ``max_msgs`` or ``max_bytes`` is not an integer, or ``tag_filter``
-                is not a str (nor None).
+                is not a str (nor None); ``wait`` is negative, or nothing could end the wait (a
+                read-only store without ``follow``, ``dispatch="inline"``).
+            StoreClosedError: the store is closed, or was closed while the pull waited.
         """
+        if wait or self._follower is not None or wait.__class__ is not float:
+            # enters the gate for each look, never while it waits: close() seals the gate, ends the
+            # wait (StoreClosedError) and does not wait for a sleeping pull
+            return _live.pull(self, group, topic, queue_id, offset, max_msgs, max_bytes, tag_filter, wait)
         gate = self._gate
         gate.enter()
         try:
@@ -1645,6 +1709,8 @@ class MessageStore:
                 if self.segindex is not None:
                     self.segindex.recover(self.reput_from_offset)
                 drop_copies(self.store_dir, [os.path.basename(p) for p in deleted])  # rmqcore-columnar/
+                if self._notify is not None:  # followers drop their maps of the deleted files
+                    self._notify.publish_min(self.commitlog.min_offset)
         return deleted
 
     def _set_disk_full(self, full: bool) -> None:
@@ -1666,13 +1732,24 @@ class MessageStore:
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Record the next offset ``group`` will consume (persisted to config/consumerOffset.json).
 
+        A follower (``follow=True``) hands its commit to the writer, the one owner of that file
+        (``config/consumerOffset.inbox``, synced before this returns; ``rmqcore.live``): the
+        writer's ``fetch_offset`` returns it, and so does the follower's.
+
         Raises:
             ConfigError: an argument has the wrong type (str group and topic, integer queue id and
-                offset); the store is read-only.
+                offset); the store is read-only (without ``follow``).
             InvalidMessageError: a name with '@' or a lone surrogate, a queue id outside
                 [0, 2**31 - 1] (as ``put`` refuses it), an offset outside int64.
         """
-        self._check_writable()
+        self._commit_offset(group, topic, queue_id, offset)
+
+    def _commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """``commit_offset`` outside the gate (close commits open consumers' progress)."""
+        if self._follower is None:
+            self._check_writable()
+        else:
+            self._check_open()
         _check_offset_key(group, topic)
         queue_id, offset = int_arg(queue_id, "queue_id"), int_arg(offset, "offset")
         if not 0 <= queue_id <= 0x7FFFFFFF:
@@ -1680,7 +1757,11 @@ class MessageStore:
         if not _I64_MIN <= offset <= _I64_MAX:
             raise InvalidMessageError(f"offset {offset} is out of the int64 range")
         key = f"{topic}@{group}"
+        if self._follower is not None:
+            self._follower.inbox.append(key, queue_id, offset)
+            return
         with self._offsets_lock:  # commits of other threads: one table written at a time
+            self._drain_offset_inbox()  # followers' commits made before this one come first
             before = self._offsets.get(key)
             self._offsets[key] = {**(before or {}), queue_id: offset}
             try:
@@ -1693,9 +1774,25 @@ class MessageStore:
                 raise
 
     def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:
-        """The committed offset of ``group`` on a queue, -1 when none (queryOffset)."""
+        """The committed offset of ``group`` on a queue, -1 when none (queryOffset); followers'
+        commits included."""
         _check_offset_key(group, topic)
-        return self._offsets.get(f"{topic}@{group}", {}).get(int_arg(queue_id, "queue_id"), -1)
+        queue_id = int_arg(queue_id, "queue_id")
+        if self._follower is not None:
+            return self._follower.fetch_offset(f"{topic}@{group}", queue_id)
+        if not self.read_only and not self._closed:
+            self._drain_offset_inbox()
+        return self._offsets.get(f"{topic}@{group}", {}).get(queue_id, -1)
+
+    def _drain_offset_inbox(self) -> None:
+        """Apply the consumer offsets followers committed, in their order, and persist them."""
+        def apply(lines: list[tuple[str, int, int]]) -> None:
+            for key, qid, off in lines:
+                self._offsets[key] = {**self._offsets.get(key, {}), qid: off}
+            self._persist_consumer_offsets()
+
+        with self._offsets_lock:
+            self._inbox.drain(apply)
 
     def topics(self) -> dict[str, int]:
         """Known topics and their queue counts (config/topics.json)."""
@@ -1751,6 +1848,7 @@ class MessageStore:
         if self._closed:
             return
         self._persist_topics_if_dirty()
+        self._drain_offset_inbox()
         # what is dispatched at this instant is in the page cache before the syncs start, so they
         # make it durable; dispatch goes on meanwhile (a sync of a busy index file takes 100+ ms,
         # and reads dispatch first: holding the dispatch lock stalled every read that long)
@@ -1783,15 +1881,19 @@ class MessageStore:
                 raise BufferError("record views are still in use; leave their `with` block before closing")
             self._gate.seal()  # from here every call raises StoreClosedError,
             self.commitlog.seal()  # and every append (one under way finishes first);
+            self._cancel_live_waits()  # pulls asleep in get_messages(wait=) (outside the gate) end now;
             self._gate.wait_idle()  # the calls under way (record_views blocks too) have finished
             self._close_sealed()
 
     def _close_sealed(self) -> None:
-        """``close`` once no call is under way: threads stop, then the last dispatch and flush, and
-        the files go (they go too when a thread's kept error is raised: the abort file stays)."""
+        """``close`` once no call is under way: open consumers commit what they consumed, threads
+        stop, then the last dispatch and flush, and the files go (they go too when a thread's kept
+        error is raised: the abort file stays)."""
+        self._end_live_waits()
         try:
             self._stop_threads()
             if not self.read_only:
+                self._drain_offset_inbox()
                 self._dispatch(None, False)
                 self._flush()
                 if self._group_commit is not None:  # acks still held by producers see the close's flush
@@ -1805,7 +1907,80 @@ class MessageStore:
                         pass
         finally:
             self._closed = True
+            if self._notify is not None:  # before the lock goes: the next writer's state is its own
+                self._notify.closed()
             self._close_files()
+
+    def _cancel_live_waits(self) -> None:
+        """Closing, the gate sealed: end every wait of this process (the waiting threads raise
+        StoreClosedError; a pull waits outside the gate, so close does not wait for it)."""
+        waits = self._notify if self._notify is not None else (
+            self._follower.waits if self._follower is not None else None)
+        if waits is not None:
+            waits.cancel()
+
+    def _end_live_waits(self) -> None:
+        """Closing, no call under way: commit what open consumers consumed, and stop the threads
+        asyncio consumers waited in."""
+        for c in list(self._live_consumers):
+            c._store_closing()
+        with self._live_lock:
+            pool, self._live_pool = self._live_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def _notify_kernel(self) -> Any:
+        return _impl.kernel("notify", self.impl)
+
+    def _close_live(self) -> None:
+        if hasattr(self, "_dispatcher"):
+            self._dispatcher.set_notify(None)
+        if self._notify is not None:
+            self._notify.close()
+        if self._follower is not None:
+            self._follower.close()
+
+    def _live_executor(self) -> Any:
+        """The threads asyncio consumers wait in (made on first use, shut down by close)."""
+        self._check_open()
+        with self._live_lock:
+            if self._live_pool is None:
+                self._live_pool = _live.make_executor()
+            return self._live_pool
+
+    def consume(self, group: str, topic: str, queue_id: int, *, batch_size: int = 32,
+                tag_filter: str | None = None, from_where: str = "last", commit_interval: float = 5.0,
+                timeout: float | None = None) -> _live.QueueConsumer:
+        """Iterate over a queue's messages as a RocketMQ push consumer receives them, waiting for new
+        ones, and commit the group's offset as it does (``rmqcore.live.QueueConsumer`` says exactly
+        when: after each pull's messages are consumed, at most every ``commit_interval`` seconds,
+        and at close). Use it as a context manager::
+
+            with store.consume("group", "Topic", 0) as messages:
+                for m in messages:
+                    handle(m)       # consumed once the loop asks for the next one
+
+        Raises:
+            ConfigError: a bad argument, or nothing could end a wait (see ``get_messages``).
+            StoreClosedError: the store is closed (in a waiting thread: it was closed meanwhile).
+        """
+        self._check_open()
+        return _live.QueueConsumer(self, group, topic, queue_id, batch_size=batch_size, tag_filter=tag_filter,
+                                   from_where=from_where, commit_interval=commit_interval, timeout=timeout)
+
+    def consume_async(self, group: str, topic: str, queue_id: int, *, batch_size: int = 32,
+                      tag_filter: str | None = None, from_where: str = "last", commit_interval: float = 5.0,
+                      timeout: float | None = None) -> _live.AsyncQueueConsumer:
+        """``consume`` for asyncio: ``async with store.consume_async(...) as c: async for m in c``.
+        Pulls, waits, reads and commits run in the store's waiting threads, never on the loop.
+
+        Raises:
+            ConfigError, StoreClosedError: as ``consume``.
+        """
+        self._check_open()
+        return _live.AsyncQueueConsumer(self, group, topic, queue_id, batch_size=batch_size,
+                                        tag_filter=tag_filter, from_where=from_where,
+                                        commit_interval=commit_interval, timeout=timeout)
 
     def _abandon(self) -> None:
         """A failed open stops what it started and closes what it opened so far (the CommitLog's
@@ -1817,6 +1992,8 @@ class MessageStore:
         try:
             self._stop_threads()
         finally:
+            if self._notify is not None:
+                self._notify.closed()
             self._close_files()
 
     def _stop_threads(self) -> None:
@@ -1843,6 +2020,7 @@ class MessageStore:
                 with self._wanting():  # a live run's nap for the writer ends now
                     if self._wake is not None:
                         os.write(self._wake[1], b"\0")  # and a nap between runs (up to 16 ms)
+                        self._notify_kernel().bump(self._reput_wake, 0)
                     self._reput_thread.join()
             finally:
                 if self._wake is not None:
@@ -1850,7 +2028,9 @@ class MessageStore:
                         os.close(fd)
                     self._wake = None
             self.commitlog._appender.set_gil_request(None)
+            self.commitlog._appender.set_wake(None)
             self._dispatcher.set_signals(None, None)
+            self._dispatcher.set_wake(None)
 
     def _close_files(self) -> None:
         """Let go of every file, each step even when an earlier one raised: the lookup's and the
@@ -1858,6 +2038,7 @@ class MessageStore:
         lock last. What does not exist yet (a failed open) is skipped."""
         with contextlib.ExitStack() as steps:  # callbacks run last-in first-out
             steps.callback(self._release_lock)
+            steps.callback(self._close_live)
             if self.index is not None:
                 steps.callback(self.index.close)
             for cq in self.consume_queues.values():
