@@ -47,7 +47,7 @@ EXIT_OK = 0
 EXIT_PROBLEM = 1  # the store (data or state) is the problem, or nothing was found
 EXIT_USAGE = 2  # the invocation is the problem
 
-READ_ONLY_COMMANDS = "info, stats, verify, dump, query, get, offset-by-time"
+READ_ONLY_COMMANDS = "info, stats, verify, dump, query, get, offset-by-time, tail"
 
 
 class CliError(Exception):
@@ -271,6 +271,133 @@ def _cmd_get(args: argparse.Namespace) -> int:
             for m in r.messages:
                 print(f"  {m.queue_offset:>8} @{m.position} {m.topic} tags={m.tags!r} body={len(m.body)}B")
     return 0
+
+
+# -- tail: messages as they arrive (a follower) ---------------------------------------------------------
+def _tail_line(m: MessageExt, as_json: bool) -> str:
+    """One message as ``tail`` prints it: ``rmqcore dump commitlog --json``'s fields and the body
+    (``body`` when it is UTF-8, else ``body_base64``), or a line of text."""
+    try:
+        body: str | None = m.body.decode("utf-8")
+    except UnicodeDecodeError:
+        body = None
+    if as_json:
+        obj = message_to_json(m)
+        if body is not None:
+            obj["body"] = body
+        else:
+            import base64
+
+            obj["body_base64"] = base64.b64encode(m.body).decode("ascii")
+        return json.dumps(obj, ensure_ascii=False)
+    shown = body if body is not None else f"<{len(m.body)} bytes, not UTF-8>"
+    return (f"{m.topic} queue={m.queue_id} offset={m.queue_offset} @{m.position} tags={m.tags!r} "
+            f"keys={' '.join(m.keys)!r} {shown}")
+
+
+def _tail_queues(store: Path, topic: str) -> list[int]:
+    d = store / "consumequeue" / topic
+    if not d.is_dir():
+        return []
+    return sorted(int(e.name) for e in os.scandir(d) if e.is_dir() and e.name.isdigit())
+
+
+def _cmd_tail(args: argparse.Namespace) -> int:
+    """Follow one queue, or every queue of a topic (one waiting thread per queue, new queues found
+    each second), printing each message once it is published, until ``--max`` or Ctrl-C."""
+    import queue as _queue
+    import threading
+    import time
+
+    from .errors import StoreClosedError
+    from .store import MessageStore
+
+    store = _store_root(args, need_commitlog=False)
+    start = args.from_
+    if start not in ("earliest", "latest"):
+        try:
+            start = int(start)
+        except ValueError:
+            raise CliError(f"--from {args.from_!r} is not earliest, latest or an offset",
+                           "pass --from earliest, --from latest or --from OFFSET") from None
+        if start < 0:
+            raise CliError(f"--from {start} is negative", "pass an offset >= 0")
+    if args.max is not None and args.max < 1:
+        raise CliError(f"--max {args.max} is not positive", "pass --max N with N >= 1")
+    out: _queue.Queue[tuple[str, BaseException | None]] = _queue.Queue(maxsize=10000)
+    stop = threading.Event()
+    with MessageStore(store, read_only=True, follow=True, **_geometry(args)) as s:
+
+        def follow(qid: int, start: str | int) -> None:
+            try:
+                if start == "earliest":
+                    off = s.min_offset(args.topic, qid)
+                elif start == "latest":
+                    off = s.max_offset(args.topic, qid)
+                else:
+                    off = int(start)
+                while not stop.is_set():
+                    r = s.get_messages("rmqcore-tail", args.topic, qid, off, 32, wait=0.5)
+                    if r.status == "FOUND":
+                        for m in r.messages:
+                            out.put((_tail_line(m, args.json), None))
+                        off = r.next_begin_offset
+                    elif r.status in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY", "NO_MATCHED_MESSAGE",
+                                      "MESSAGE_WAS_REMOVING"):
+                        off = r.next_begin_offset  # retention moved the queue on (PULL_OFFSET_MOVED)
+            except StoreClosedError:
+                return
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread, which raises it
+                out.put(("", e))
+
+        threads: dict[int, threading.Thread] = {}
+        printed = 0
+        next_look = 0.0
+        first = start  # queues that appear later are new: all of them is what arrived since
+        try:
+            while args.max is None or printed < args.max:
+                now = time.monotonic()
+                if now >= next_look:  # the topic's queues, as they appear
+                    for qid in [args.queue] if args.queue is not None else _tail_queues(store, args.topic):
+                        if qid not in threads:
+                            t = threading.Thread(target=follow, args=(qid, first), daemon=True,
+                                                 name=f"rmqcore-tail-{qid}")
+                            threads[qid] = t
+                            t.start()
+                    next_look = now + 1.0
+                    if first == "latest":
+                        first = "earliest"
+                try:
+                    line, err = out.get(timeout=0.2)
+                except _queue.Empty:
+                    continue
+                if err is not None:
+                    raise err
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
+                printed += 1
+        except KeyboardInterrupt:
+            pass  # the way to stop following
+        finally:
+            stop.set()  # each thread leaves at its next look (within its 0.5 s wait), before the close
+            for t in threads.values():
+                t.join(5)
+    return EXIT_OK
+
+
+def _add_tail(sub: Any) -> None:
+    tl = sub.add_parser("tail", help="print messages as they arrive, like kafka-console-consumer "
+                                     "(a read-only follower)")
+    tl.add_argument("store_dir")
+    tl.add_argument("--topic", required=True)
+    tl.add_argument("--queue", type=int, default=None,
+                    help="one queue id (default: every queue of the topic)")
+    tl.add_argument("--from", dest="from_", default="latest", metavar="earliest|latest|OFFSET",
+                    help="where each queue starts (default latest: only messages published from now on)")
+    tl.add_argument("--max", type=int, default=None, help="stop after N messages (default: until Ctrl-C)")
+    tl.add_argument("--json", action="store_true", help="one JSON object per message")
+    _add_geometry(tl)
+    tl.set_defaults(func=_cmd_tail)
 
 
 def _cmd_dump_index(args: argparse.Namespace) -> int:
@@ -805,6 +932,8 @@ def build_parser() -> argparse.ArgumentParser:
     get.add_argument("--json", action="store_true")
     _add_geometry(get)
     get.set_defaults(func=_cmd_get)
+
+    _add_tail(sub)
 
     ver = sub.add_parser("verify", help="report every problem of a store; changes nothing")
     ver.add_argument("store_dir")
