@@ -24,7 +24,7 @@ from rmqcore import _impl, live
 from rmqcore import layout as L
 from rmqcore.errors import ConfigError, StoreClosedError
 from rmqcore.store import GetStatus, MessageStore
-from tests.conftest import IMPLS
+from tests.conftest import IMPLS, twins
 
 GEOMETRY = {"commitlog_file_size": 64 * 1024, "cq_file_size": 20 * 50}
 UNIT = struct.Struct(">qiq")
@@ -139,8 +139,8 @@ def test_bump_wakes_a_flagged_waiter_and_waits_end_on_timeout_and_cancel(impl: S
     assert k.wait(ro, 64, 0, 0.01, None, False, 0.001) == k.TIMEOUT
 
 
-def test_a_waiter_of_one_twin_is_woken_by_the_other(impls: tuple[SimpleNamespace, ...],
-                                                     tmp_path: Path) -> None:
+def test_a_waiter_of_one_twin_is_woken_by_the_other(tmp_path: Path) -> None:
+    impls = twins()
     path = tmp_path / "words"
     path.write_bytes(bytes(4096))
     for waiter, bumper in ((impls[0].notify, impls[-1].notify), (impls[-1].notify, impls[0].notify)):
