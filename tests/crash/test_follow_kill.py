@@ -15,6 +15,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -83,16 +84,37 @@ print("DONE", flush=True)
 """
 
 
-def _start(script: str, *args: str) -> subprocess.Popen[str]:
+def _start(script: str, *args: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "RMQCORE_IMPL"}
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    # unbuffered: reading the READY line must not take later lines out of the pipe (communicate reads
+    # the pipe, not a reader's buffer)
     p = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env)
+                         stderr=subprocess.PIPE, bufsize=0, env=env)
     assert p.stdout is not None
     line = p.stdout.readline()
-    assert line.startswith("READY"), p.stderr.read() if p.stderr else line
+    assert line.startswith(b"READY"), p.stderr.read() if p.stderr else line
     return p
+
+
+def _finish(p: subprocess.Popen[bytes], timeout: float = 120) -> tuple[str, str]:
+    out, err = p.communicate(timeout=timeout)
+    return out.decode(), err.decode()
+
+
+def _drain(p: subprocess.Popen[bytes]) -> tuple[threading.Thread, list[bytes]]:
+    """Read a follower's output as it comes (a full pipe would stop it following)."""
+    got: list[bytes] = []
+
+    def run() -> None:
+        assert p.stdout is not None
+        while chunk := p.stdout.read(1 << 16):
+            got.append(chunk)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, got
 
 
 def _acks(out: str) -> set[int]:
@@ -106,25 +128,30 @@ def test_followers_see_every_message_once_in_order_across_writer_kills(tmp_path:
     acked: set[int] = set()
     writer = _start(WRITER, str(tmp_path), IMPLS[0], "run")  # makes the store (and its notify file)
     followers = {name: _start(FOLLOWER, str(tmp_path), name) for name in IMPLS}
+    drains = {name: _drain(p) for name, p in followers.items()}
     kills = 0
     try:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline or kills < 3:
             time.sleep(rnd.uniform(0.05, 0.6))
             os.kill(writer.pid, signal.SIGKILL)
-            out, _ = writer.communicate(timeout=60)
+            out, _ = _finish(writer)
             kills += 1
             acked.update(_acks(out))
             writer = _start(WRITER, str(tmp_path), IMPLS[kills % len(IMPLS)], "run")
         os.kill(writer.pid, signal.SIGKILL)
-        out, _ = writer.communicate(timeout=60)
+        out, _ = _finish(writer)
         acked.update(_acks(out))
         final = _start(WRITER, str(tmp_path), IMPLS[-1], "final")  # 20 more, then END on each queue, closed
-        out, err = final.communicate(timeout=120)
+        out, err = _finish(final)
         assert "DONE" in out, err
         acked.update(_acks(out))
         for name, p in followers.items():
-            out, err = p.communicate(timeout=120)
+            t, chunks = drains[name]
+            t.join(120)
+            p.wait(30)
+            assert p.stderr is not None
+            out, err = b"".join(chunks).decode(), p.stderr.read().decode()
             assert out.rstrip().endswith("DONE"), f"{name}: {err[-2000:]}"
             seen = [tuple(map(int, ln.split()[1:])) for ln in out.splitlines() if ln.startswith("MSG ")]
             assert not [ln for ln in out.splitlines() if ln.startswith("STATUS ")], name
