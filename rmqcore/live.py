@@ -444,6 +444,16 @@ class Follower:
         self._life = life
         return True, life
 
+    def commitlog_end(self) -> int:
+        """Where the records this follower may read end now: the writer's dispatched offset (its
+        scanned end without a notify file), kept up incrementally; while the writer recovers, the
+        end seen before (what it had published stays)."""
+        ok, _ = self.ready()
+        if ok and self.notify is not None:
+            self._extend_commitlog(self.notify.dispatched)
+        assert self.store is not None
+        return int(self.store.commitlog.max_offset)
+
     def still(self, token: int) -> bool:
         """Nothing happened to the writer since ``ready`` gave ``token`` (a pull in between stands:
         the load is ordered after the pull's loads, a seqlock's second look)."""

@@ -258,3 +258,38 @@ def test_source_options_errors_are_config_errors(tmp_path: Path) -> None:
         s.put("T", b"x", 0, keys=["k"])
     with pytest.raises(ConfigError, match="needs option 'keyTopic'"):
         RmqReader({"path": str(path), "key": "k", **{k.lower(): str(v) for k, v in GEOM.items()}}).partitions()
+
+
+def test_the_stream_follows_a_live_writer_without_opening_its_commitlog_per_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from rmqcore.spark.rmq import stream
+
+    opened: list[object] = []
+    real = stream.open_commitlog
+
+    def counting(*a: object, **k: object) -> object:
+        opened.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(stream, "open_commitlog", counting)
+    path = tmp_path / "live"
+    with MessageStore(path, **STORE_KW) as w:
+        w.put("S0", b"first", 0)
+        w.wait_dispatched()
+        r = stream.RmqStreamReader({"path": str(path), **{k.lower(): str(v) for k, v in GEOM.items()}})
+        try:
+            e1 = r.latestOffset({"offset": 0}, ReadAllAvailable())["offset"]
+            assert e1 == w.commitlog.max_offset
+            for i in range(300):  # the writer rolls to new CommitLog files meanwhile
+                w.put(f"S{i % 2}", b"b%d" % i * 100, i % 2)
+            w.wait_dispatched()
+            assert len(w.commitlog.queue.files) > 2
+            e2 = r.latestOffset({"offset": e1}, ReadAllAvailable())["offset"]
+            assert e2 == w.commitlog.max_offset > e1
+            assert opened == []  # each micro-batch's end came from the follower, not a CommitLog re-scan
+            rows = sum(b.num_rows for p in r.partitions({"offset": 0}, {"offset": e2}) for b in r.read(p))
+            assert rows == 301
+        finally:
+            r.stop()

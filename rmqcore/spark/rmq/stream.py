@@ -1,6 +1,9 @@
 """``spark.readStream.format("rmq")``: a store's CommitLog as a stream.
 
-One store per query. Offsets are ``{"offset": N}``, CommitLog physical offsets, always record-aligned
+One store per query, followed (``MessageStore(read_only=True, follow=True)``, opened once by the
+query's reader on the driver): each micro-batch's end is the writer's published end, read from its
+notify file, not a re-scan of the CommitLog per micro-batch (a store without one, a broker's, is
+scanned on from where the last look ended). Offsets are ``{"offset": N}``, CommitLog physical offsets, always record-aligned
 (the end of the valid data, never inside a torn tail). ``startingOffset``: ``earliest`` (default),
 ``latest`` or a number (a record boundary). ``maxRowsPerTrigger`` / ``maxBytesPerTrigger`` limit each
 micro-batch (at least one record per batch); ``trigger(availableNow=True)`` reads up to the end seen at
@@ -56,13 +59,22 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # t
         self.max_rows = int(options.get("maxrowspertrigger", "0"))
         self.max_bytes = int(options.get("maxbytespertrigger", "0"))
         self.target: int | None = None
+        self._live: Any = None  # the follower, opened on first use (the reader is not pickled)
 
     def _end(self) -> int:
-        cl = open_commitlog(self.store, self.file_size)
-        try:
-            return int(cl.max_offset)
-        finally:
-            cl.close()
+        """The end of the records the writer has published (record-aligned: never a torn tail)."""
+        if self._live is None:
+            from ...store import MessageStore
+
+            self._live = MessageStore(self.store, read_only=True, follow=True,
+                                      commitlog_file_size=self.file_size, message_index_enable=False)
+        return int(self._live._follower.commitlog_end())
+
+    def stop(self) -> None:
+        """The query stopped: let the follower go."""
+        if self._live is not None:
+            self._live.close()
+            self._live = None
 
     def initialOffset(self) -> dict[str, int]:
         s = self.options.get("startingoffset", "earliest").lower()
