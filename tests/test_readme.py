@@ -8,9 +8,12 @@ import io
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from rmqcore.store import MessageStore
 
 ROOT = Path(__file__).resolve().parents[1]
 if not (ROOT / "README.md").is_file():  # the wheel round trip runs a copy of tests/ alone
@@ -68,3 +71,27 @@ def test_every_cli_synopsis_is_a_command(line: str) -> None:
     assert r.returncode == 0, (cmd, r.stderr)
     for opt in re.findall(r"--[a-z][a-z-]+", line):
         assert opt in r.stdout, (cmd, opt)
+
+
+def test_producer_and_consumer_example_runs_in_two_processes(tmp_path: Path) -> None:
+    section = _section("Producers and consumers in different processes")
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    producer, consumer = (b for b in blocks if b.startswith(("# producer.py", "# consumer.py")))
+    store = tmp_path / "store"
+    run = [sys.executable, "-c"]
+    p = subprocess.Popen([*run, producer, str(store)], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):  # the consumer opens the store once the producer has made it
+            if (store / "notify").exists() or p.poll() is not None:
+                break
+            time.sleep(0.05)
+        c = subprocess.run([*run, consumer, str(store)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+    finally:
+        out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert c.returncode == 0, c.stderr
+    assert c.stdout.splitlines() == [f"{i} b'order-{i}'" for i in range(5)]
+    with MessageStore(store) as s:  # the writer applies the follower's commit
+        assert s.fetch_offset("billing", "Orders", 0) == 5

@@ -1,0 +1,285 @@
+"""Live consumers: writer-to-follower latency across two processes, a follower's read throughput on
+a live store, and the in-process wake latency of ``get_messages(wait=)``.
+
+Run: ``python bench/bench_live.py`` (all three; ``--help`` for the knobs), e.g.
+``python bench/bench_live.py latency --rates 10000,100000,1000000 --seconds 3``.
+
+* ``latency``: a writer process puts one message at a time at a fixed rate (open loop: message i is
+  due at ``t0 + i / rate``; the writer never waits for the follower, and a put that is late goes out
+  at once). Each body carries its due time (CLOCK_MONOTONIC, shared by the processes), so the
+  latency is measured from when the message was due, not when it was sent: a stall of the writer
+  counts for every message it delayed (no coordinated omission). A follower process
+  (``MessageStore(read_only=True, follow=True)``) pulls with ``wait=`` and stamps each batch as it
+  gets it. Reported: p50, p99, p99.9, max (us), and the rate the writer achieved. The writer's
+  own dispatch publishes the units: its reput thread (``--writer-dispatch auto``, the default;
+  between puts the writer spins in Python holding the GIL, which the reput thread needs between
+  its runs), or its put loop calling ``dispatch()`` after each put (``inline``).
+* ``throughput``: a writer puts batches of 1000 100-byte messages as fast as it can for a number of
+  seconds, while a follower pulls (``max_msgs`` 4096, no decoding: offsets and sizes) until it has
+  every message. Reported: the writer's and the follower's rates, and how far behind the follower
+  ended (its lag when the writer stopped).
+* ``wake``: in one process, a thread waits in ``get_messages(wait=)``; the main thread puts one
+  message every 2 ms (each put finds the waiter asleep). Latency: from before the put to the
+  waiter's return.
+
+The machine's load is printed with each result: figures on a shared machine are noisy; compare
+by ratio, interleaved.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import shutil
+import struct
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+TOPIC = "LiveBench"
+BODY_PAD = b"p" * 92  # 8-byte due time + 92 = 100-byte bodies
+BODY_AT = 88  # a record's body starts here (IPv4 hosts: 84 header bytes + BODYLENGTH)
+_TS = struct.Struct("<q")
+CASES = ("latency", "throughput", "wake")
+
+
+def _load() -> str:
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def _pcts(lat_ns: np.ndarray) -> dict[str, float]:
+    if not len(lat_ns):
+        return {"n": 0}
+    us = lat_ns / 1000.0
+    return {"n": int(len(us)), "p50_us": float(np.percentile(us, 50)), "p99_us": float(np.percentile(us, 99)),
+            "p99.9_us": float(np.percentile(us, 99.9)), "max_us": float(us.max())}
+
+
+def _store_kwargs() -> dict[str, Any]:
+    return {"commitlog_file_size": 256 * 1024 * 1024, "cq_file_size": 300_000 * 20}
+
+
+def _fine_timer_slack() -> None:
+    """Linux: 1 us of timer slack for this thread (default 50 us), so short sleeps end on time."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK
+    except (OSError, AttributeError):
+        pass
+
+
+# -- latency across processes -------------------------------------------------------------------------
+def _follower_latency(path: str, n: int, ready: Any, out: Any, impl: str | None) -> None:
+    from rmqcore.store import MessageStore
+
+    s = MessageStore(path, read_only=True, follow=True, impl=impl, max_transfer_count_in_memory=4096,
+                     max_transfer_bytes_in_memory=64 << 20)
+    lat = np.empty(n, dtype=np.int64)
+    got = 0
+    off = 0
+    ready.set()
+    deadline = time.monotonic() + 120
+    while got < n and time.monotonic() < deadline:
+        r = s.get_messages("bench", TOPIC, 0, off, 4096, wait=1.0)
+        now = time.monotonic_ns()
+        k = r.message_count
+        if not k:
+            continue
+        with s.record_views(r.physical_offsets) as views:
+            for v in views:
+                if got < n:
+                    lat[got] = now - _TS.unpack_from(v, BODY_AT)[0]
+                    got += 1
+        off = r.next_begin_offset
+    s.close()
+    out.put(lat[:got].tobytes())
+
+
+def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "auto") -> dict[str, Any]:
+    from rmqcore.store import MessageStore
+
+    ctx = mp.get_context("spawn")
+    d = tempfile.mkdtemp(prefix="rmqbench-live-")
+    try:
+        w = MessageStore(d, impl=impl, dispatch=writer, **_store_kwargs())
+        w.put(TOPIC, _TS.pack(time.monotonic_ns()) + BODY_PAD, 0)  # the queue exists before the follower
+        w.dispatch()
+        w.warm_up()
+        n = int(rate * seconds)
+        ready, out = ctx.Event(), ctx.Queue()
+        p = ctx.Process(target=_follower_latency, args=(d, n + 1, ready, out, impl))
+        p.start()
+        ready.wait(60)
+        time.sleep(0.3)
+        inline = writer == "inline"
+        put, dispatch = w.put, w.dispatch
+        period = 1_000_000_000 // rate
+        t0 = time.monotonic_ns() + 1_000_000
+        now = time.monotonic_ns
+        pack = _TS.pack
+        sleep = time.sleep
+        _fine_timer_slack()
+        for i in range(n):
+            due = t0 + i * period
+            ahead = due - now()
+            if ahead > 60_000:  # sleep most of the gap (a spinning writer takes a core the others need)
+                sleep((ahead - 40_000) / 1e9)
+            while now() < due:
+                pass
+            put(TOPIC, pack(due) + BODY_PAD, 0)
+            if inline:  # the writer's thread publishes the unit itself (no reput thread to hand it to)
+                dispatch()
+        sent_s = (time.monotonic_ns() - t0) / 1e9
+        lat = np.frombuffer(out.get(timeout=180), dtype=np.int64)
+        p.join(30)
+        w.close()
+        lat = lat[1:]  # the message put before the follower opened
+        return {"rate": rate, "writer": writer, "achieved_rate": round(n / sent_s), **_pcts(lat),
+                "load": _load()}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# -- follower throughput ------------------------------------------------------------------------------
+def _follower_throughput(path: str, total: int, ready: Any, out: Any, impl: str | None) -> None:
+    from rmqcore.store import MessageStore
+
+    s = MessageStore(path, read_only=True, follow=True, impl=impl, max_transfer_count_in_memory=4096,
+                     max_transfer_bytes_in_memory=64 << 20, max_transfer_count_on_disk=4096,
+                     max_transfer_bytes_on_disk=64 << 20)
+    ready.set()
+    got = off = 0
+    t_first = None
+    deadline = time.monotonic() + 300
+    while got < total and time.monotonic() < deadline:
+        r = s.get_messages("bench", TOPIC, 0, off, 4096, wait=1.0)
+        k = r.message_count
+        if k:
+            if t_first is None:
+                t_first = time.monotonic()
+            got += k
+            off = r.next_begin_offset
+    t_end = time.monotonic()
+    s.close()
+    out.put((got, t_first or t_end, t_end))
+
+
+def throughput(seconds: float, batch: int = 1000, impl: str | None = None) -> dict[str, Any]:
+    from rmqcore.store import MessageStore
+
+    ctx = mp.get_context("spawn")
+    d = tempfile.mkdtemp(prefix="rmqbench-live-")
+    try:
+        w = MessageStore(d, impl=impl, commitlog_file_size=1024 * 1024 * 1024, cq_file_size=300_000 * 20)
+        w.warm_up()
+        bodies = [b"b" * 100] * batch
+        # how many batches fit the time: measured on 0.3 s of puts into a scratch topic
+        ready, out = ctx.Event(), ctx.Queue()
+        t = time.monotonic()
+        k = 0
+        while time.monotonic() - t < 0.3:
+            w.put_batch(TOPIC + "Warm", bodies, 0)
+            k += 1
+        per_s = k * batch / (time.monotonic() - t)
+        total_guess = int(per_s * seconds) // batch * batch
+        p = ctx.Process(target=_follower_throughput, args=(d, total_guess, ready, out, impl))
+        p.start()
+        ready.wait(60)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        for _ in range(total_guess // batch):
+            w.put_batch(TOPIC, bodies, 0)
+        t1 = time.monotonic()
+        got, f0, f1 = out.get(timeout=600)
+        p.join(30)
+        w.close()
+        return {"messages": total_guess, "writer_msgs_per_s": round(total_guess / (t1 - t0)),
+                "follower_msgs_per_s": round(got / max(f1 - f0, 1e-9)), "follower_got": got,
+                "follower_done_after_writer_s": round(f1 - t1, 3), "load": _load()}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# -- in-process wake ----------------------------------------------------------------------------------
+def wake(n: int, impl: str | None = None) -> dict[str, Any]:
+    from rmqcore.store import MessageStore
+
+    d = tempfile.mkdtemp(prefix="rmqbench-live-")
+    try:
+        s = MessageStore(d, impl=impl, **_store_kwargs())
+        s.put(TOPIC, b"x", 0)
+        lat = np.empty(n, dtype=np.int64)
+        sent = np.zeros(n, dtype=np.int64)
+        done = threading.Event()
+
+        def waiter() -> None:
+            off = 1
+            got = 0
+            while got < n:
+                r = s.get_messages("bench", TOPIC, 0, off, 32, wait=5.0)
+                now = time.monotonic_ns()
+                for q in r.queue_offsets:
+                    lat[got] = now - sent[q - 1]
+                    got += 1
+                off = r.next_begin_offset
+            done.set()
+
+        th = threading.Thread(target=waiter)
+        th.start()
+        for i in range(n):
+            time.sleep(0.002)
+            sent[i] = time.monotonic_ns()
+            s.put(TOPIC, b"x", 0)
+        done.wait(60)
+        th.join()
+        s.close()
+        return {"messages": n, **_pcts(lat), "load": _load()}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", nargs="*", metavar="CASE", help=f"any of {', '.join(CASES)} (default: all)")
+    ap.add_argument("--rates", default="10000,100000,1000000", help="latency: msg/s, comma-separated")
+    ap.add_argument("--seconds", type=float, default=3.0, help="latency and throughput: seconds per run")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each case")
+    ap.add_argument("--wake-n", type=int, default=2000, help="wake: messages")
+    ap.add_argument("--impl", choices=["native", "pure"], default=None)
+    ap.add_argument("--writer-dispatch", choices=["auto", "inline"], default="auto",
+                    help="latency: the writer's reput thread publishes (auto), or its put loop calls "
+                         "dispatch() after each put (inline)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per result")
+    args = ap.parse_args(argv)
+    for what in args.what:  # (choices= rejects the default of a nargs="*" positional)
+        if what not in CASES:
+            ap.error(f"unknown case {what!r}: choose from {', '.join(CASES)}")
+    for _ in range(args.repeat):
+        for what in args.what or CASES:
+            if what == "latency":
+                results = [("latency", latency(int(r), args.seconds, args.impl, args.writer_dispatch))
+                           for r in args.rates.split(",")]
+            elif what == "throughput":
+                results = [("throughput", throughput(args.seconds, impl=args.impl))]
+            else:
+                results = [("wake", wake(args.wake_n, args.impl))]
+            for name, res in results:
+                if args.json:
+                    print(json.dumps({"bench": name, **res}))
+                else:
+                    print(name, " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
+                                         for k, v in res.items()))
+                sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
