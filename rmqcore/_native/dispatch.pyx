@@ -490,7 +490,7 @@ cdef class Dispatcher:
         ``file_from``, written up to ``wrote``; units up to CommitLog offset ``max_phys`` are in),
         announcing its units at wake slot ``notify_pos`` of the notify buffer (-1: nowhere).
         ``buffer`` None unbinds it. Returns the slot number."""
-        if notify_pos < -1 or notify_pos % 4:
+        if notify_pos != -1 and (notify_pos < 0 or notify_pos % 4):
             raise ValueError(f"notify position {notify_pos} is not a wake slot")
         cdef int64_t n = len(topic), s
         cdef const unsigned char *t = <const unsigned char *>(<char *>topic)
