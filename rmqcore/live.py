@@ -316,10 +316,11 @@ class _Poller:
 
 
 # -- followers -------------------------------------------------------------------------------------------
-def _map(path: str, offset: int, size: int) -> MappedFile | None:
-    """A read-only map of a file the writer made (None while it is missing or not yet its full size)."""
+def _map(q: MappedFileQueue, path: str, offset: int) -> MappedFile | None:
+    """A read-only map of a file the writer made, made as ``q`` makes its files (a PooledMappedFile
+    of the store's map pool for a consume queue); None while it is missing or not yet its full size."""
     try:
-        mf = MappedFile(path, offset, size, read_only=True)
+        mf = q._file(path, offset, False)
     except (FileNotFoundError, ConfigError):
         return None
     mf.wrote_position = mf.flushed_position = 0
@@ -346,7 +347,7 @@ def _map_next(q: MappedFileQueue) -> MappedFile | None:
         start, path = names[0]
     else:
         path = str(q.directory / L.offset_to_file_name(start))
-    mf = _map(path, start, q.file_size)
+    mf = _map(q, path, start)
     if mf is not None:
         q.files.append(mf)
     return mf
@@ -363,15 +364,11 @@ def _remap(q: MappedFileQueue) -> None:
     for off, path in names:
         mf = old.pop(off, None)
         if mf is not None:
-            try:
-                same = os.stat(path).st_ino == os.fstat(mf.fd).st_ino
-            except OSError:
-                same = False
-            if same:
+            if mf.maps(path):
                 files.append(mf)
                 continue
             _close(mf)
-        mf = _map(path, off, q.file_size)
+        mf = _map(q, path, off)
         if mf is None:
             break  # being created: the next look maps it
         mf.wrote_position = mf.flushed_position = q.file_size
@@ -571,7 +568,8 @@ class Follower:
         if type(topic) is not str or type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
             return None
         try:
-            cq = ConsumeQueue(s.store_dir, topic, queue_id, file_size=s.config.cq_file_size, read_only=True)
+            cq = ConsumeQueue(s.store_dir, topic, queue_id, file_size=s.config.cq_file_size, read_only=True,
+                              pool=s._map_pool)
         except InvalidTopicError:
             return None
         if not cq.directory.is_dir():

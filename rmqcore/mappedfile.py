@@ -204,6 +204,13 @@ class MappedFile:
     def closed(self) -> bool:
         return self._closed
 
+    def maps(self, path: str) -> bool:
+        """This map is of the file ``path`` names now (a writer's recovery may have replaced it)."""
+        try:
+            return os.stat(path).st_ino == os.fstat(self.fd).st_ino
+        except OSError:
+            return False
+
     def destroy(self) -> None:
         """Close and delete the file. Refused for a read-only map: read-only opens change nothing."""
         if self.read_only:
@@ -312,7 +319,7 @@ class PooledMappedFile(MappedFile):
     """A MappedFile of a MapPool: no descriptor of its own (``fd`` is -1; flushes go through the
     map), and a map the pool may let go while it is idle, made again on the next use of ``mm``."""
 
-    __slots__ = ("_pool", "_map", "_used", "_pinned", "_huge")
+    __slots__ = ("_pool", "_map", "_used", "_pinned", "_huge", "_ino")
 
     def __init__(self, path: str | os.PathLike[str], file_from_offset: int, file_size: int, *, pool: MapPool,
                  create: bool = False, read_only: bool = False, huge_pages: bool = False) -> None:
@@ -323,6 +330,7 @@ class PooledMappedFile(MappedFile):
         self._huge = huge_pages and not read_only
         super().__init__(path, file_from_offset, file_size, create=create, read_only=read_only,
                          huge_pages=huge_pages)
+        self._ino = os.fstat(self.fd).st_ino  # the file mapped (maps)
         os.close(self.fd)  # the map holds a descriptor of its own
         self.fd = -1
         pool.add(self)
@@ -343,11 +351,21 @@ class PooledMappedFile(MappedFile):
             fd = os.open(self.path, flags)
             try:
                 m = mmap.mmap(fd, self.file_size, access=mmap.ACCESS_READ if self.read_only else mmap.ACCESS_WRITE)
+                self._ino = os.fstat(fd).st_ino
             finally:
                 os.close(fd)
         if self._huge:
             _advise_huge(m)
         return m
+
+    def maps(self, path: str) -> bool:
+        """As MappedFile's; a map the pool let go is made again from ``path`` on its next use."""
+        if self._map is None:
+            return True
+        try:
+            return os.stat(path).st_ino == self._ino
+        except OSError:
+            return False
 
     def data_end(self, start: int) -> int:
         fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from rmqcore import _impl, live
 from rmqcore import layout as L
 from rmqcore.errors import ConfigError, StoreClosedError
+from rmqcore.mappedfile import PooledMappedFile
 from rmqcore.store import GetStatus, MessageStore
 from tests.conftest import IMPLS, twins
 
@@ -447,6 +448,50 @@ def test_a_follower_keeps_up_with_retention_and_a_writer_restart(tmp_path: Path,
         assert [m.body for m in r.messages] == [b"after restart"]
         assert f._follower.gen == 2  # type: ignore[union-attr]
         assert [m.body[:5] for m in f.get_messages("g", "T", 0, 199).messages][:1] == [b"00199"]
+    finally:
+        f.close()
+        w.close()
+
+
+def test_a_follower_with_a_small_map_pool_reads_every_queue_across_rolls_and_a_restart(
+        tmp_path: Path, impl: SimpleNamespace) -> None:
+    """More queues than the follower may map at once (max_open_queue_files=2): the maps the pool
+    lets go are made again, by path, after the writer rolled the queues' files and restarted."""
+    queues = range(6)
+    w = _store(tmp_path, impl)
+    for i in range(30):
+        for q in queues:
+            w.put("P", b"%d-%03d" % (q, i), q)
+    w.wait_dispatched()
+    f = MessageStore(tmp_path, read_only=True, follow=True, impl=impl.name, max_open_queue_files=2)
+    try:
+        got: dict[int, list[bytes]] = {q: [] for q in queues}
+
+        def drain(total: int) -> None:
+            for q in queues:
+                while len(got[q]) < total:
+                    r = f.get_messages("g", "P", q, len(got[q]), 32, wait=30.0)
+                    assert r.status == GetStatus.FOUND, (q, len(got[q]), r.status)
+                    got[q] += [m.body for m in r.messages]
+
+        drain(30)
+        assert f._map_pool.mapped <= 2
+        for i in range(30, 130):  # each queue's 50-unit files roll twice more
+            for q in queues:
+                w.put("P", b"%d-%03d" % (q, i), q)
+        drain(130)
+        w.close()
+        w = _store(tmp_path, impl)  # a restart: recovery re-dispatches the tail, rolls go on
+        for i in range(130, 180):
+            for q in queues:
+                w.put("P", b"%d-%03d" % (q, i), q)
+        drain(180)
+        assert f._map_pool.reopened > 0  # maps were let go and made again
+        files = [mf for cq in f.consume_queues.values() for mf in cq.queue.files]
+        assert len(files) >= 6 * 4  # every queue rolled; each file is the pool's, within its budget
+        assert all(isinstance(mf, PooledMappedFile) for mf in files)
+        assert f._map_pool.mapped <= 2
+        assert got == {q: [b"%d-%03d" % (q, i) for i in range(180)] for q in queues}
     finally:
         f.close()
         w.close()
