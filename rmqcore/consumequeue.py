@@ -187,26 +187,6 @@ class ConsumeQueue:
         mf, pos = loc
         return _UNIT.unpack_from(mf.mm, pos)
 
-    def units(self, queue_offset: int, max_units: int) -> np.ndarray:
-        """Up to ``max_units`` units from ``queue_offset``, within one file (as getMessage reads),
-        as a structured numpy array (fields offset, size, tags) copied out of the map.
-
-        Raises:
-            ConfigError: an argument is not an integer.
-        """
-        queue_offset, max_units = int_arg(queue_offset, "queue_offset"), int_arg(max_units, "max_units")
-        span = self.unit_span(queue_offset, max_units)
-        if span is None:
-            return np.empty(0, dtype=_UNIT_DTYPE)
-        mf, pos, n = span
-        return _units(mf, n, pos)
-
-    def unit_span(self, queue_offset: int, max_units: int) -> tuple[MappedFile, int, int] | None:
-        """Where ``units(queue_offset, max_units)`` are: ``(file, byte position, count)``, read in
-        place by a kernel call (``dispatch.select_units``); None when no file holds the offset."""
-        _, _, mf, pos, n = self.pull_span(queue_offset, max_units)
-        return None if mf is None else (mf, pos, n)
-
     def pull_span(self, queue_offset: int, max_units: int) -> tuple[int, int, MappedFile | None, int, int]:
         """What a pull needs, read in one pass: ``(min_offset, max_offset, file, byte position,
         count)``: the queue's bounds and where up to ``max_units`` units from ``queue_offset`` are,

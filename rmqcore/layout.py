@@ -46,6 +46,10 @@ POS_PHYSICALOFFSET = 28
 POS_SYSFLAG = 36
 POS_BORNTIMESTAMP = 40
 POS_BORNHOST = 48
+HOST_LEN_V4 = 8  # a host field: address (4 bytes) + int port
+HOST_LEN_V6 = 20  # address (16 bytes) + int port, with FLAG_BORNHOST_V6 / FLAG_STOREHOST_V6
+POS_STORETIMESTAMP = POS_BORNHOST + HOST_LEN_V4  # 56, after an IPv4 born host
+POS_STORETIMESTAMP_V6 = POS_BORNHOST + HOST_LEN_V6  # 68, after an IPv6 born host
 
 # --- SYSFLAG bits (MessageSysFlag) ----------------------------------------------------------------
 FLAG_COMPRESSED = 0x1

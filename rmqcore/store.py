@@ -90,7 +90,7 @@ from .message import MessageExt, compute_tags_code, decode_message_id
 from .recovery import QueueRepair, RecoveryReport, cut_commitlog, record_sound, unit_problem
 from .storelock import StoreLock
 from .warmahead import Region, WarmAhead, ahead_end, index_region
-from .wire import utf8_text
+from .wire import store_timestamp_at, utf8_text
 
 __all__ = [
     "MessageStore", "GetResult", "GetStatus", "StoreConfig", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST",
@@ -1509,12 +1509,7 @@ class MessageStore:
             mf = self.commitlog.queue.find(physical_offset)
         except OffsetOutOfRangeError:
             return None
-        pos = physical_offset - mf.file_from_offset
-        if pos + 76 > mf.wrote_position:
-            return None
-        sys_flag = int.from_bytes(mf.mm[pos + 36 : pos + 40], "big")
-        at = pos + (68 if sys_flag & L.FLAG_BORNHOST_V6 else 56)
-        return int.from_bytes(mf.mm[at : at + 8], "big", signed=True)
+        return store_timestamp_at(mf.mm, physical_offset - mf.file_from_offset, mf.wrote_position)
 
     @gated
     def offset_by_time(self, topic: str, queue_id: int, timestamp: int, boundary: str = BOUNDARY_LOWER) -> int:

@@ -18,6 +18,7 @@ the two agree.
 """
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
@@ -26,6 +27,7 @@ from . import layout as L
 from .errors import InvalidMessageError
 
 __all__ = [
+    "store_timestamp_at",
     "SCHEDULE_TOPIC",
     "DEFAULT_DELAY_LEVELS_MS",
     "dispatch_tags_code",
@@ -171,3 +173,14 @@ def decode_message_id(msg_id: str) -> tuple[Host, int]:
     else:
         raise InvalidMessageError(f"message id {msg_id!r} must have 32 or 56 hex digits")
     return Host(a, p), o
+
+
+def store_timestamp_at(buf: mmap.mmap | bytes | bytearray | memoryview, pos: int, end: int) -> int | None:
+    """STORETIMESTAMP of the record starting at ``pos`` of ``buf`` (CommitLog.pickupStoreTimestamp: it
+    follows a born host of 8 or 20 bytes, as SYSFLAG says); None when the data, which ends at ``end``,
+    may stop before it."""
+    if pos + L.POS_STORETIMESTAMP_V6 + 8 > end:
+        return None
+    flag = int.from_bytes(buf[pos + L.POS_SYSFLAG : pos + L.POS_SYSFLAG + 4], "big")
+    at = pos + (L.POS_STORETIMESTAMP_V6 if flag & L.FLAG_BORNHOST_V6 else L.POS_STORETIMESTAMP)
+    return int.from_bytes(buf[at : at + 8], "big", signed=True)

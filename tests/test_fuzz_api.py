@@ -104,7 +104,6 @@ def _store_calls(s: MessageStore) -> dict[str, tuple[Callable[..., Any], list[An
         "commitlog.read_batch": (lambda *a: s.commitlog.read_batch(*a), [0, 16]),
         "commitlog.iter_records": (s.commitlog.iter_records, [0]),
         "cq.get": (cq.get, [0]),
-        "cq.units": (cq.units, [0, 4]),
         "cq.first_at_or_after": (cq.first_at_or_after, [0]),
         "index.query_offset": (s.index.query_offset, ["T", "k1", 8, 0, 2**63 - 1]),
     }

@@ -54,6 +54,9 @@ from ..layout import (
     MAX_PROPERTIES_LEN,
     MIN_RECORD_SIZE,
     NCOLUMNS,
+    POS_STORETIMESTAMP,
+    POS_STORETIMESTAMP_V6,
+    POS_SYSFLAG,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
@@ -361,8 +364,9 @@ def scan_records(
         status, size = check_record(buf, pos, limit, verify_crc)
         if status != ST_MSG:
             return status, pos, count, last_ts
-        sys_flag = _I.unpack_from(buf, pos + 36)[0]
-        last_ts = _Q.unpack_from(buf, pos + (68 if sys_flag & FLAG_BORNHOST_V6 else 56))[0]
+        sys_flag = _I.unpack_from(buf, pos + POS_SYSFLAG)[0]
+        at = pos + (POS_STORETIMESTAMP_V6 if sys_flag & FLAG_BORNHOST_V6 else POS_STORETIMESTAMP)
+        last_ts = _Q.unpack_from(buf, at)[0]
         pos += size
         count += 1
     return ST_MSG, pos, count, last_ts

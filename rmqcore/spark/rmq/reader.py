@@ -65,6 +65,7 @@ from ... import layout as L
 from ...columnar.arrow import _MIN, ARROW_SCHEMA, RowFilter, batch_to_arrow, decode_range
 from ...columnar.stores import open_commitlog, store_dirs
 from ...errors import ConfigError
+from ...wire import store_timestamp_at
 from .options import store_geometry
 
 __all__ = ["RmqReader", "RangePartition", "COVERED"]
@@ -95,9 +96,9 @@ def _file_infos(cl: Any, skip: set[int]) -> list[tuple[int, int, int, int, int]]
         st, end, count, last_ts = codec.scan_records(mf.mm, 0, mf.wrote_position, False, -1)
         if count == 0:
             continue
-        sys_flag = int.from_bytes(mf.mm[36:40], "big")
-        at = 68 if sys_flag & L.FLAG_BORNHOST_V6 else 56
-        first_ts = int.from_bytes(mf.mm[at : at + 8], "big", signed=True)
+        first_ts = store_timestamp_at(mf.mm, 0, mf.wrote_position)
+        if first_ts is None:  # no whole record (count says there is one)
+            continue
         out.append((mf.file_from_offset, mf.file_from_offset + end, count, first_ts, last_ts))
     return out
 
