@@ -10,7 +10,11 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "rmqcore"
+# the shape of the sources: an installed wheel (CI's wheel round trip) carries no .pyx to measure
+SOURCES = pytest.mark.skipif(not any(PACKAGE.glob("_native/*.pyx")), reason="needs the source checkout")
 MAX_MODULE_LINES = 800
 MAX_CLASS_LINES = 500
 
@@ -64,6 +68,7 @@ def sizes() -> dict[str, int]:
     return out
 
 
+@SOURCES
 def test_no_module_or_class_outgrows_its_limit() -> None:
     found = sizes()
     over = {k: n for k, n in found.items() if n > (MAX_CLASS_LINES if ":" in k else MAX_MODULE_LINES)}
@@ -73,6 +78,7 @@ def test_no_module_or_class_outgrows_its_limit() -> None:
     assert not grown, f"grew while over the limit (listed size, now): {grown}"
 
 
+@SOURCES
 def test_the_list_of_exceptions_only_shrinks() -> None:
     found = sizes()
     gone = sorted(k for k in TOO_BIG if k not in found)
