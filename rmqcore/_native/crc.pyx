@@ -17,14 +17,6 @@ rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 cdef extern from "Python.h":
     Py_ssize_t PyNumber_AsSsize_t(object o, PyObject *exc) except? -1
 
-cdef extern from "rmq_crc32.h" nogil:
-    uint32_t rmq_crc32(uint32_t crc, const unsigned char *buf, size_t len)
-    uint32_t rmq_crc32c(uint32_t crc, const unsigned char *buf, size_t len)
-    const char *rmq_crc32_impl_name()
-    const char *rmq_crc32c_impl_name()
-    void rmq_crc_force_portable(int on)
-    void rmq_crc_force_level(int level)
-
 __all__ = ["IMPL_NAME", "body_crc", "crc32", "crc32_range", "crc32c", "crc32c_range"]
 
 cdef enum:

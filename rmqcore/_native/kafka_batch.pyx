@@ -10,14 +10,12 @@ from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from ._core cimport rmq_capi_import
+from .crc cimport rmq_crc32, rmq_crc32c
 
 rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 from rmqcore.errors import CorruptionError, RecordSizeError
 
-cdef extern from "rmq_crc32.h":
-    uint32_t rmq_crc32(uint32_t crc, const unsigned char *buf, size_t len) nogil
-    uint32_t rmq_crc32c(uint32_t crc, const unsigned char *buf, size_t len) nogil
 
 __all__ = [
     "OK", "END", "TORN", "E_SIZE", "E_MAGIC", "E_CRC", "E_SHORT",
@@ -214,6 +212,26 @@ def batch_headers(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end
         free(arr)
 
 
+cdef enum:
+    BY_LAST_OFFSET = 0
+    BY_MAX_TIMESTAMP = 1
+
+
+cdef inline int _walk_to(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, int by, int64_t target,
+                         khdr* h) noexcept nogil:
+    """Step from ``pos[0]`` to the first entry whose last offset (``by`` BY_LAST_OFFSET) or max
+    timestamp (BY_MAX_TIMESTAMP) is >= ``target``: ST_OK with that entry in ``h``, or the stop status;
+    ``pos[0]`` is left at that entry or where the walk stopped."""
+    cdef int st
+    while True:
+        st = _step(b, pos[0], end, h)
+        if st != ST_OK:
+            return st
+        if (h.last_offset if by == BY_LAST_OFFSET else h.max_timestamp) >= target:
+            return ST_OK
+        pos[0] += h.size
+
+
 def find_offset(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, long long target):
     """The first entry whose last offset >= ``target`` (``FileRecords.searchForOffsetWithSize``).
 
@@ -229,13 +247,7 @@ def find_offset(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, 
     cdef int st
     cdef khdr h
     with nogil:
-        while True:
-            st = _step(b, pos, end, &h)
-            if st != ST_OK:
-                break
-            if h.last_offset >= target:
-                break
-            pos += h.size
+        st = _walk_to(b, &pos, end, BY_LAST_OFFSET, target, &h)
     if st != ST_OK:
         return st, pos, 0, -1
     return st, pos, h.size, h.last_offset
@@ -256,13 +268,7 @@ def find_timestamp(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t en
     cdef int st
     cdef khdr h
     with nogil:
-        while True:
-            st = _step(b, pos, end, &h)
-            if st != ST_OK:
-                break
-            if h.max_timestamp >= target:
-                break
-            pos += h.size
+        st = _walk_to(b, &pos, end, BY_MAX_TIMESTAMP, target, &h)
     if st != ST_OK:
         return st, pos, 0
     return st, pos, h.size
@@ -282,27 +288,9 @@ cdef enum:
     RD_TOO_LONG = 2
 
 
-cdef inline int _rd_varint(kcur* c, int32_t* out) noexcept nogil:
-    cdef uint32_t value = 0
-    cdef int shift = 0
-    cdef uint32_t b
-    while True:
-        if c.p >= c.e:
-            return RD_UNDERFLOW
-        b = c.p[0]
-        c.p += 1
-        if (b & 0x80) == 0:
-            break
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if shift > 28:
-            return RD_TOO_LONG
-    value |= b << shift
-    out[0] = <int32_t>((value >> 1) ^ (<uint32_t>0 - (value & 1)))
-    return RD_OK
-
-
-cdef inline int _rd_varlong(kcur* c, int64_t* out) noexcept nogil:
+cdef inline int _rd_leb128(kcur* c, int max_shift, uint64_t* out) noexcept nogil:
+    """ByteUtils' LEB128 loop: the raw (still zig-zagged) value, RD_TOO_LONG once a continuation byte
+    takes the shift past ``max_shift`` (28 for a varint, 63 for a varlong)."""
     cdef uint64_t value = 0
     cdef int shift = 0
     cdef uint64_t b
@@ -315,10 +303,9 @@ cdef inline int _rd_varlong(kcur* c, int64_t* out) noexcept nogil:
             break
         value |= (b & 0x7F) << shift
         shift += 7
-        if shift > 63:
+        if shift > max_shift:
             return RD_TOO_LONG
-    value |= b << shift
-    out[0] = <int64_t>((value >> 1) ^ (<uint64_t>0 - (value & 1)))
+    out[0] = value | (b << shift)
     return RD_OK
 
 
@@ -326,21 +313,31 @@ cdef object _structure(Py_ssize_t rec, str what):
     return CorruptionError(f"Found invalid record structure: {what}", rec)
 
 
-cdef int _vi(kcur* c, int32_t* out, Py_ssize_t rec) except -1:
-    cdef int rc = _rd_varint(c, out)
+cdef int _raise_bad_varint(int rc, str kind, Py_ssize_t rec) except -1:
     if rc == RD_UNDERFLOW:
-        raise _structure(rec, "varint runs past the end of the record")
-    if rc == RD_TOO_LONG:
-        raise _structure(rec, "varint is too long")
+        raise _structure(rec, f"{kind} runs past the end of the record")
+    raise _structure(rec, f"{kind} is too long")
+
+
+cdef int _vi(kcur* c, int32_t* out, Py_ssize_t rec) except -1:
+    """ByteUtils.readVarint: at most 5 bytes, zig-zag decoded with 32-bit wrap-around."""
+    cdef uint64_t raw
+    cdef uint32_t v
+    cdef int rc = _rd_leb128(c, 28, &raw)
+    if rc != RD_OK:
+        return _raise_bad_varint(rc, "varint", rec)
+    v = <uint32_t>raw
+    out[0] = <int32_t>((v >> 1) ^ (<uint32_t>0 - (v & 1)))
     return 0
 
 
 cdef int _vl(kcur* c, int64_t* out, Py_ssize_t rec) except -1:
-    cdef int rc = _rd_varlong(c, out)
-    if rc == RD_UNDERFLOW:
-        raise _structure(rec, "varlong runs past the end of the record")
-    if rc == RD_TOO_LONG:
-        raise _structure(rec, "varlong is too long")
+    """ByteUtils.readVarlong: at most 10 bytes, zig-zag decoded with 64-bit wrap-around."""
+    cdef uint64_t v
+    cdef int rc = _rd_leb128(c, 63, &v)
+    if rc != RD_OK:
+        return _raise_bad_varint(rc, "varlong", rec)
+    out[0] = <int64_t>((v >> 1) ^ (<uint64_t>0 - (v & 1)))
     return 0
 
 
@@ -370,7 +367,7 @@ def parse_records(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end
     cdef kcur body
     cdef Py_ssize_t rec, remaining
     cdef int32_t size, off_delta, n, n_headers, h
-    cdef int64_t ts_delta
+    cdef int64_t ts_delta = 0  # always set by _vl; gcc cannot see that through its error path
     cdef int attributes
     cdef long long i
     c.p = b + start

@@ -190,6 +190,31 @@ def batch_headers(
         pos += total
 
 
+def _first_entry_at_or_above(
+    mv: memoryview, start: int, end: int, field: int, target: int
+) -> tuple[int, int, int, int]:
+    """Walk from ``start`` to the first entry whose header ``field`` (1: last offset, 2: max timestamp,
+    as :func:`_header` orders them) is >= ``target``.
+
+    Returns:
+        ``(OK, position, size, value)`` there, or ``(stop status, stop position, 0, -1)``.
+
+    Raises:
+        OverflowError: ``target`` outside int64.
+    """
+    if not -(1 << 63) <= target < (1 << 63):
+        raise OverflowError("target does not fit a signed 64-bit integer")
+    pos = start
+    while True:
+        st, total, magic = _step(mv, pos, end)
+        if st != OK:
+            return st, pos, 0, -1
+        value = _header(mv, pos, magic)[field]
+        if value >= target:
+            return OK, pos, total, value
+        pos += total
+
+
 def find_offset(buf: object, start: int, end: int, target: int) -> tuple[int, int, int, int]:
     """Kafka ``FileRecords.searchForOffsetWithSize``: the first entry whose last offset >= ``target``.
 
@@ -200,18 +225,7 @@ def find_offset(buf: object, start: int, end: int, target: int) -> tuple[int, in
     Raises:
         ValueError: bad range. OverflowError: ``target`` outside int64.
     """
-    mv = _view(buf, start, end)
-    if not -(1 << 63) <= target < (1 << 63):
-        raise OverflowError("target does not fit a signed 64-bit integer")
-    pos = start
-    while True:
-        st, total, magic = _step(mv, pos, end)
-        if st != OK:
-            return st, pos, 0, -1
-        last = _header(mv, pos, magic)[1]
-        if last >= target:
-            return OK, pos, total, last
-        pos += total
+    return _first_entry_at_or_above(_view(buf, start, end), start, end, 1, target)
 
 
 def find_timestamp(buf: object, start: int, end: int, target: int) -> tuple[int, int, int]:
@@ -223,17 +237,7 @@ def find_timestamp(buf: object, start: int, end: int, target: int) -> tuple[int,
     Raises:
         ValueError: bad range. OverflowError: ``target`` outside int64.
     """
-    mv = _view(buf, start, end)
-    if not -(1 << 63) <= target < (1 << 63):
-        raise OverflowError("target does not fit a signed 64-bit integer")
-    pos = start
-    while True:
-        st, total, magic = _step(mv, pos, end)
-        if st != OK:
-            return st, pos, 0
-        if _header(mv, pos, magic)[2] >= target:
-            return OK, pos, total
-        pos += total
+    return _first_entry_at_or_above(_view(buf, start, end), start, end, 2, target)[:3]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -245,44 +249,37 @@ def _structure(pos: int, what: str) -> CorruptionError:
     return CorruptionError(f"Found invalid record structure: {what}", pos)
 
 
-def _varint(mv: memoryview, pos: int, end: int, rec: int) -> tuple[int, int]:
-    """ByteUtils.readVarint: zig-zag LEB128 of at most 5 bytes, 32-bit wrap-around."""
+def _zigzag_leb128(mv: memoryview, pos: int, end: int, rec: int, bits: int, kind: str) -> tuple[int, int]:
+    """ByteUtils.readVarint/readVarlong: zig-zag LEB128 of at most ``ceil(bits / 7)`` bytes, wrapping
+    around to a signed ``bits``-bit integer; ``kind`` ("varint", "varlong") names it in errors."""
+    max_shift = 7 * ((bits + 6) // 7 - 1)  # 28 for 32 bits, 63 for 64
+    mask = (1 << bits) - 1
     value = 0
     shift = 0
     while True:
         if pos >= end:
-            raise _structure(rec, "varint runs past the end of the record")
+            raise _structure(rec, f"{kind} runs past the end of the record")
         b = mv[pos]
         pos += 1
         if not b & 0x80:
             break
         value |= (b & 0x7F) << shift
         shift += 7
-        if shift > 28:
-            raise _structure(rec, "varint is too long")
-    value = (value | (b << shift)) & 0xFFFFFFFF
-    value = (value >> 1) ^ (-(value & 1) & 0xFFFFFFFF)
-    return (value - (1 << 32) if value >> 31 else value), pos
+        if shift > max_shift:
+            raise _structure(rec, f"{kind} is too long")
+    value = (value | (b << shift)) & mask
+    value = (value >> 1) ^ (-(value & 1) & mask)
+    return (value - (1 << bits) if value >> (bits - 1) else value), pos
+
+
+def _varint(mv: memoryview, pos: int, end: int, rec: int) -> tuple[int, int]:
+    """ByteUtils.readVarint: at most 5 bytes, 32-bit wrap-around."""
+    return _zigzag_leb128(mv, pos, end, rec, 32, "varint")
 
 
 def _varlong(mv: memoryview, pos: int, end: int, rec: int) -> tuple[int, int]:
-    """ByteUtils.readVarlong: zig-zag LEB128 of at most 10 bytes, 64-bit wrap-around."""
-    value = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise _structure(rec, "varlong runs past the end of the record")
-        b = mv[pos]
-        pos += 1
-        if not b & 0x80:
-            break
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if shift > 63:
-            raise _structure(rec, "varlong is too long")
-    value = (value | (b << shift)) & _MASK64
-    value = (value >> 1) ^ (-(value & 1) & _MASK64)
-    return (value - (1 << 64) if value >> 63 else value), pos
+    """ByteUtils.readVarlong: at most 10 bytes, 64-bit wrap-around."""
+    return _zigzag_leb128(mv, pos, end, rec, 64, "varlong")
 
 
 def _bytes(mv: memoryview, pos: int, end: int, n: int, rec: int) -> tuple[bytes, int]:
