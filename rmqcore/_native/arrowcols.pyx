@@ -173,18 +173,28 @@ def gather_utf8(const unsigned char[::1] data not None, pos, length, empty=None)
     return offsets, values
 
 
-def format_hosts(const unsigned char[::1] data not None, pos, port, sys_flag, v6_bit, empty=None):
-    """``(offsets, values)`` of ``wire.format_host(address, port[i])``, the address being the 16
-    bytes at ``pos[i]`` when ``sys_flag[i] & v6_bit``, else the 4 bytes there."""
+cdef tuple _address_strings(const unsigned char[::1] data, pos, port, sys_flag, v6_bit, bint ids, offset,
+                           empty):
+    """One string per row from the row's address (the 16 bytes at ``pos[i]`` when ``sys_flag[i] &
+    v6_bit``, else the 4 bytes there) and port: ``message_ids`` (with ``offset``; ports must be
+    int32s) when ``ids``, else ``format_hosts``."""
     n = len(pos)
     cdef const int64_t[::1] p = _col(pos, n, "pos")
     cdef const int64_t[::1] pt = _col(port, n, "port")
     cdef const int64_t[::1] fl = _col(sys_flag, n, "sys_flag")
-    cdef int64_t bit = v6_bit, used
+    cdef const int64_t[::1] of = None
+    cdef int64_t bit = v6_bit, used, i
+    if ids:
+        of = _col(offset, n, "offset")
     _check_hosts(p, fl, bit, data.shape[0])
-    _fits(n * RMQ_HOST_MAX, "format_hosts")
+    if ids:
+        for i in range(n):
+            if pt[i] < -2147483648 or pt[i] > 2147483647:
+                raise ValueError(f"port {pt[i]} of row {i} is not an int32")
+    cdef int64_t longest = RMQ_MSGID_MAX if ids else RMQ_HOST_MAX
+    _fits(n * longest, "message_ids" if ids else "format_hosts")
     offsets = _new(empty, n + 1, np.int32)
-    values = _new(empty, max(1, n * RMQ_HOST_MAX), np.uint8)
+    values = _new(empty, max(1, n * longest), np.uint8)
     cdef int32_t[::1] ov = offsets
     cdef unsigned char[::1] vv = values
     cdef const unsigned char *base = _base(data)
@@ -193,36 +203,23 @@ def format_hosts(const unsigned char[::1] data not None, pos, port, sys_flag, v6
         offsets[0] = 0
         return offsets, values[:0]
     with nogil:
-        used = rmq_format_hosts(base, &p[0], &pt[0], &fl[0], bit, nn, &ov[0], &vv[0])
+        if ids:
+            used = rmq_message_ids(base, &p[0], &pt[0], &fl[0], bit, &of[0], nn, &ov[0], &vv[0])
+        else:
+            used = rmq_format_hosts(base, &p[0], &pt[0], &fl[0], bit, nn, &ov[0], &vv[0])
     return offsets, values[:used]
+
+
+def format_hosts(const unsigned char[::1] data not None, pos, port, sys_flag, v6_bit, empty=None):
+    """``(offsets, values)`` of ``wire.format_host(address, port[i])``, the address being the 16
+    bytes at ``pos[i]`` when ``sys_flag[i] & v6_bit``, else the 4 bytes there."""
+    return _address_strings(data, pos, port, sys_flag, v6_bit, False, None, empty)
 
 
 def message_ids(const unsigned char[::1] data not None, pos, port, sys_flag, v6_bit, offset, empty=None):
     """``(offsets, values)`` of ``message.create_message_id(address, port[i], offset[i])`` (address
     as in ``format_hosts``)."""
-    n = len(pos)
-    cdef const int64_t[::1] p = _col(pos, n, "pos")
-    cdef const int64_t[::1] pt = _col(port, n, "port")
-    cdef const int64_t[::1] fl = _col(sys_flag, n, "sys_flag")
-    cdef const int64_t[::1] of = _col(offset, n, "offset")
-    cdef int64_t bit = v6_bit, used, i
-    _check_hosts(p, fl, bit, data.shape[0])
-    for i in range(n):
-        if pt[i] < -2147483648 or pt[i] > 2147483647:
-            raise ValueError(f"port {pt[i]} of row {i} is not an int32")
-    _fits(n * RMQ_MSGID_MAX, "message_ids")
-    offsets = _new(empty, n + 1, np.int32)
-    values = _new(empty, max(1, n * RMQ_MSGID_MAX), np.uint8)
-    cdef int32_t[::1] ov = offsets
-    cdef unsigned char[::1] vv = values
-    cdef const unsigned char *base = _base(data)
-    cdef int64_t nn = n
-    if n == 0:
-        offsets[0] = 0
-        return offsets, values[:0]
-    with nogil:
-        used = rmq_message_ids(base, &p[0], &pt[0], &fl[0], bit, &of[0], nn, &ov[0], &vv[0])
-    return offsets, values[:used]
+    return _address_strings(data, pos, port, sys_flag, v6_bit, True, offset, empty)
 
 
 def split_properties(const unsigned char[::1] data not None, pos, length, empty=None):
