@@ -9,6 +9,8 @@ as ``value`` to continue. ``data`` is any C-contiguous buffer (bytes, bytearray,
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from operator import index as _index
 from typing import Any
 
@@ -37,14 +39,11 @@ def crc32(data: Any, value: int = 0) -> int:
 
 def crc32c(data: Any, value: int = 0) -> int:
     """CRC-32C (Castagnoli) of ``data`` continuing from ``value`` (unsigned)."""
-    with memoryview(data) as view:
-        if not view.c_contiguous:
-            raise BufferError("memoryview: underlying buffer is not C-contiguous")
+    with _octets(data) as octets:
         reg = (_index(value) & 0xFFFFFFFF) ^ 0xFFFFFFFF
-        with view.cast("B") as octets:
-            table = _TABLE_C
-            for b in octets:
-                reg = table[(reg ^ b) & 0xFF] ^ (reg >> 8)
+        table = _TABLE_C
+        for b in octets:
+            reg = table[(reg ^ b) & 0xFF] ^ (reg >> 8)
     return reg ^ 0xFFFFFFFF
 
 
@@ -53,32 +52,35 @@ def body_crc(data: Any) -> int:
     return zlib.crc32(data) & 0x7FFFFFFF
 
 
-def _check_range(n: int, start: int, end: int) -> tuple[int, int]:
-    start = _index(start)
-    end = _index(end)
-    if not 0 <= start <= end <= n:
-        raise ValueError(f"bad range [{start}, {end}) for a buffer of {n} bytes")
-    return start, end
+@contextmanager
+def _octets(data: Any) -> Iterator[memoryview]:
+    """``data`` as a flat byte view (released on exit); BufferError, as the native twin raises, when
+    it is not C-contiguous."""
+    with memoryview(data) as view:
+        if not view.c_contiguous:
+            raise BufferError("memoryview: underlying buffer is not C-contiguous")
+        with view.cast("B") as octets:
+            yield octets
+
+
+def _crc_of_range(crc: Callable[[Any], int], data: Any, start: int, end: int) -> int:
+    """``crc`` of ``data[start:end]`` (byte offsets) without copying; ValueError on a bad range."""
+    with _octets(data) as octets:
+        start, end = _index(start), _index(end)
+        if not 0 <= start <= end <= octets.nbytes:
+            raise ValueError(f"bad range [{start}, {end}) for a buffer of {octets.nbytes} bytes")
+        with octets[start:end] as part:
+            return crc(part)
 
 
 def crc32_range(data: Any, start: int, end: int) -> int:
     """CRC-32 of ``data[start:end]`` (byte offsets) without copying; ValueError on a bad range."""
-    with memoryview(data) as view:
-        if not view.c_contiguous:
-            raise BufferError("memoryview: underlying buffer is not C-contiguous")
-        start, end = _check_range(view.nbytes, start, end)
-        with view.cast("B") as octets, octets[start:end] as part:
-            return zlib.crc32(part)
+    return _crc_of_range(zlib.crc32, data, start, end)
 
 
 def crc32c_range(data: Any, start: int, end: int) -> int:
     """CRC-32C of ``data[start:end]`` (byte offsets) without copying; ValueError on a bad range."""
-    with memoryview(data) as view:
-        if not view.c_contiguous:
-            raise BufferError("memoryview: underlying buffer is not C-contiguous")
-        start, end = _check_range(view.nbytes, start, end)
-        with view.cast("B") as octets, octets[start:end] as part:
-            return crc32c(part)
+    return _crc_of_range(crc32c, data, start, end)
 
 
 # Testing hooks of the native twin; the pure module has a single code path.
