@@ -505,6 +505,22 @@ def read_batch(
 # ---------------------------------------------------------------------------------------------------
 
 
+_ONE_BYTE = tuple(bytes((b,)) for b in range(0x80))
+
+
+def _leb128(v: int) -> bytes:
+    """Unsigned LEB128 of ``v`` >= 0 (ByteUtils' write loop): 7 bits a byte, low first, the high bit
+    set on every byte but the last."""
+    if v < 0x80:
+        return _ONE_BYTE[v]
+    out = bytearray()
+    while v & ~0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
 def encode_varint(value: int) -> bytes:
     """ByteUtils.writeVarint: zig-zag, then LEB128 (at most 5 bytes).
 
@@ -513,13 +529,7 @@ def encode_varint(value: int) -> bytes:
     """
     if not -(1 << 31) <= value < (1 << 31):
         raise InvalidMessageError(f"{value} does not fit a varint (int32)")
-    v = ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF
-    out = bytearray()
-    while v & ~0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    return _leb128(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
 
 
 def encode_varlong(value: int) -> bytes:
@@ -530,13 +540,7 @@ def encode_varlong(value: int) -> bytes:
     """
     if not -(1 << 63) <= value < (1 << 63):
         raise InvalidMessageError(f"{value} does not fit a varlong (int64)")
-    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while v & ~0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    return _leb128(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 def _encode_bytes(b: bytes | bytearray | memoryview | None) -> bytes:
