@@ -33,7 +33,7 @@ import os
 import struct
 import threading
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from rmqcore import fileops
 from rmqcore.config import bool_arg, int_arg, path_arg
@@ -89,11 +89,14 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
+_EntryT = TypeVar("_EntryT", OffsetPosition, TimestampOffset)
+
+
 def _clamp64(v: int) -> int:
     return _INT64_MIN if v < _INT64_MIN else _INT64_MAX if v > _INT64_MAX else v
 
 
-class AbstractIndex:
+class AbstractIndex(Generic[_EntryT]):
     """A file of fixed-size entries mapped into memory (Kafka ``AbstractIndex``).
 
     Args:
@@ -113,6 +116,8 @@ class AbstractIndex:
     ENTRY_SIZE = 0
     KEY_POS = KEY_WIDTH = VALUE_POS = VALUE_WIDTH = 0
     KIND = "index"
+    _ENTRY: struct.Struct  # an entry's two fields, as stored
+    _NAME_IN_ERRORS = "index"  # as Kafka's messages call the file
 
     def __init__(
         self,
@@ -217,6 +222,46 @@ class AbstractIndex:
     def is_full(self) -> bool:
         return self._entries >= self._max_entries
 
+    # --- entries -----------------------------------------------------------------------------------
+    def _make_entry(self, first: int, second: int) -> _EntryT:
+        """The entry whose stored fields are ``(first, second)`` (its relative offset made absolute)."""
+        raise NotImplementedError
+
+    def entry(self, n: int) -> _EntryT:
+        """Entry ``n`` (absolute offset).
+
+        Raises:
+            OffsetOutOfRangeError: ``n`` is not a live entry (an IndexError).
+        """
+        n = int_arg(n, "n")
+        with self._lock:
+            if not 0 <= n < self._entries:
+                raise OffsetOutOfRangeError(
+                    f"Attempt to fetch the {n}th entry from {self._NAME_IN_ERRORS} {self.path}, "
+                    f"which has size {self._entries}."
+                )
+            return self._make_entry(*self._ENTRY.unpack_from(self._buf(), n * self.ENTRY_SIZE))
+
+    def entries_list(self) -> list[_EntryT]:
+        """Every live entry."""
+        with self._lock:
+            live = self._buf()[: self._entries * self.ENTRY_SIZE]
+            return [self._make_entry(a, b) for a, b in self._ENTRY.iter_unpack(live)]
+
+    def _relative(self, offset: int) -> int:
+        """``offset - base_offset``, which an entry stores as an int32.
+
+        Raises:
+            OffsetOutOfRangeError: it does not fit ``[0, Int.MAX]``.
+        """
+        rel = offset - self.base_offset
+        if not 0 <= rel <= _INT32_MAX:
+            raise OffsetOutOfRangeError(
+                f"Integer overflow for offset: {offset} ({self.path}): "
+                f"not relative to base {self.base_offset}"
+            )
+        return rel
+
     # --- search ------------------------------------------------------------------------------------
     def _slot(self, target: int, key: bool, mode: int) -> int:
         pos, width = (self.KEY_POS, self.KEY_WIDTH) if key else (self.VALUE_POS, self.VALUE_WIDTH)
@@ -265,11 +310,11 @@ class AbstractIndex:
             self._length = rounded
             self._max_entries = rounded // self.ENTRY_SIZE
             self._map()
-            self._after_resize()
+            self._entries_changed()
             return True
 
-    def _after_resize(self) -> None:
-        pass
+    def _entries_changed(self) -> None:
+        """Re-read what a subclass keeps of its last entry (after a truncation or a resize)."""
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to the live entries (on close and roll)."""
@@ -289,6 +334,7 @@ class AbstractIndex:
 
     def _truncate_to_entries(self, entries: int) -> None:
         self._entries = entries
+        self._entries_changed()
 
     def _truncate_to_slot(self, offset: int, key: bool) -> None:
         # slot = largest entry <= offset; drop it too when it is exactly offset (Kafka truncateTo).
@@ -353,7 +399,21 @@ class AbstractIndex:
     def _corrupt(self, detail: str, slot: int) -> IndexCorruptError:
         return IndexCorruptError(detail, max(slot, 0) * self.ENTRY_SIZE, str(self.path))
 
-    def __enter__(self) -> AbstractIndex:
+    def _check_length(self) -> None:
+        """sanityCheck's last test: the file holds whole entries.
+
+        Raises:
+            IndexCorruptError: the length is not a multiple of the entry size.
+        """
+        es = self.ENTRY_SIZE
+        if self._length % es != 0:
+            raise self._corrupt(
+                f"{self._NAME_IN_ERRORS.capitalize()} file {self.path.name} is corrupt, found {self._length} "
+                f"bytes which is neither positive nor a multiple of {es}",
+                self._length // es,
+            )
+
+    def __enter__(self) -> AbstractIndex[_EntryT]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -366,13 +426,14 @@ class AbstractIndex:
         )
 
 
-class OffsetIndex(AbstractIndex):
+class OffsetIndex(AbstractIndex[OffsetPosition]):
     """``.index``: 8-byte entries ``int32 relativeOffset | int32 position`` (Kafka ``OffsetIndex``)."""
 
     ENTRY_SIZE = 8
     KEY_POS, KEY_WIDTH = 0, 4
     VALUE_POS, VALUE_WIDTH = 4, 4
     KIND = "offset index"
+    _ENTRY = _OFFSET_ENTRY
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -391,28 +452,8 @@ class OffsetIndex(AbstractIndex):
         """Offset of the last entry, or the base offset when empty."""
         return self._last_offset
 
-    def entry(self, n: int) -> OffsetPosition:
-        """Entry ``n`` (absolute offset).
-
-        Raises:
-            OffsetOutOfRangeError: ``n`` is not a live entry (an IndexError).
-        """
-        n = int_arg(n, "n")
-        with self._lock:
-            if not 0 <= n < self._entries:
-                raise OffsetOutOfRangeError(
-                    f"Attempt to fetch the {n}th entry from index {self.path}, "
-                    f"which has size {self._entries}."
-                )
-            rel, pos = struct.unpack_from(">ii", self._buf(), n * 8)
-            return OffsetPosition(self.base_offset + rel, pos)
-
-    def entries_list(self) -> list[OffsetPosition]:
-        """Every live entry."""
-        with self._lock:
-            buf = self._buf()
-            b = self.base_offset
-            return [OffsetPosition(b + r, p) for r, p in struct.iter_unpack(">ii", buf[: self._entries * 8])]
+    def _make_entry(self, rel: int, position: int) -> OffsetPosition:
+        return OffsetPosition(self.base_offset + rel, position)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``target_offset``; ``(base_offset, 0)`` when none."""
@@ -459,12 +500,7 @@ class OffsetIndex(AbstractIndex):
                     f"Attempt to append an offset ({offset}) to position {self._entries} no larger than "
                     f"the last offset appended ({self._last_offset}) to {self.path}."
                 )
-            rel = offset - self.base_offset
-            if not 0 <= rel <= _INT32_MAX:
-                raise OffsetOutOfRangeError(
-                    f"Integer overflow for offset: {offset} ({self.path}): "
-                    f"not relative to base {self.base_offset}"
-                )
+            rel = self._relative(offset)
             if not 0 <= position <= _INT32_MAX:
                 raise OffsetOutOfRangeError(f"position {position} does not fit int32")
             struct.pack_into(">ii", self._buf(), self._entries * 8, rel, position)
@@ -507,11 +543,7 @@ class OffsetIndex(AbstractIndex):
         with self._lock:
             self._truncate_to_slot(offset, True)
 
-    def _truncate_to_entries(self, entries: int) -> None:
-        self._entries = entries
-        self._last_offset = self._read_last_offset()
-
-    def _after_resize(self) -> None:
+    def _entries_changed(self) -> None:
         self._last_offset = self._read_last_offset()
 
     def sanity_check(self) -> None:
@@ -528,21 +560,18 @@ class OffsetIndex(AbstractIndex):
                     f"offset is {self._last_offset} which is less than the base offset {self.base_offset}",
                     self._entries - 1,
                 )
-            if self._length % 8 != 0:
-                raise self._corrupt(
-                    f"Index file {self.path.name} is corrupt, found {self._length} bytes which is neither "
-                    f"positive nor a multiple of 8",
-                    self._length // 8,
-                )
+            self._check_length()
 
 
-class TimeIndex(AbstractIndex):
+class TimeIndex(AbstractIndex[TimestampOffset]):
     """``.timeindex``: 12-byte entries ``int64 timestamp | int32 relativeOffset`` (Kafka ``TimeIndex``)."""
 
     ENTRY_SIZE = 12
     KEY_POS, KEY_WIDTH = 0, 8
     VALUE_POS, VALUE_WIDTH = 8, 4
     KIND = "time index"
+    _ENTRY = _TIME_ENTRY
+    _NAME_IN_ERRORS = "time index"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -566,30 +595,8 @@ class TimeIndex(AbstractIndex):
         """The last entry, or ``(-1, base_offset)`` when empty."""
         return self._last_entry
 
-    def entry(self, n: int) -> TimestampOffset:
-        """Entry ``n`` (absolute offset).
-
-        Raises:
-            OffsetOutOfRangeError: ``n`` is not a live entry (an IndexError).
-        """
-        n = int_arg(n, "n")
-        with self._lock:
-            if not 0 <= n < self._entries:
-                raise OffsetOutOfRangeError(
-                    f"Attempt to fetch the {n}th entry from time index {self.path}, "
-                    f"which has size {self._entries}."
-                )
-            ts, rel = struct.unpack_from(">qi", self._buf(), n * 12)
-            return TimestampOffset(ts, self.base_offset + rel)
-
-    def entries_list(self) -> list[TimestampOffset]:
-        """Every live entry."""
-        with self._lock:
-            buf = self._buf()
-            b = self.base_offset
-            return [
-                TimestampOffset(t, b + r) for t, r in struct.iter_unpack(">qi", buf[: self._entries * 12])
-            ]
+    def _make_entry(self, timestamp: int, rel: int) -> TimestampOffset:
+        return TimestampOffset(timestamp, self.base_offset + rel)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= ``target_timestamp``; ``(-1, base_offset)`` when none."""
@@ -639,12 +646,7 @@ class TimeIndex(AbstractIndex):
                 return False
             if self._entries >= self._max_entries:
                 raise SegmentFullError(f"No slot left in time index {self.path} (size = {self._entries}).")
-            rel = offset - self.base_offset
-            if not 0 <= rel <= _INT32_MAX:
-                raise OffsetOutOfRangeError(
-                    f"Integer overflow for offset: {offset} ({self.path}): "
-                    f"not relative to base {self.base_offset}"
-                )
+            rel = self._relative(offset)
             struct.pack_into(">qi", self._buf(), self._entries * 12, timestamp, rel)
             self._entries += 1
             self._last_entry = TimestampOffset(timestamp, offset)
@@ -685,11 +687,7 @@ class TimeIndex(AbstractIndex):
         with self._lock:
             self._truncate_to_slot(offset, False)
 
-    def _truncate_to_entries(self, entries: int) -> None:
-        self._entries = entries
-        self._last_entry = self._read_last_entry()
-
-    def _after_resize(self) -> None:
+    def _entries_changed(self) -> None:
         self._last_entry = self._read_last_entry()
 
     def sanity_check(self) -> None:
@@ -717,9 +715,4 @@ class TimeIndex(AbstractIndex):
                         f"{self.base_offset}",
                         self._entries - 1,
                     )
-            if self._length % 12 != 0:
-                raise self._corrupt(
-                    f"Time index file {self.path.name} is corrupt, found {self._length} bytes which is "
-                    f"neither positive nor a multiple of 12",
-                    self._length // 12,
-                )
+            self._check_length()
