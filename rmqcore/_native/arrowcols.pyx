@@ -121,30 +121,10 @@ cdef _fits(int64_t total, str what):
         raise ValueError(f"{what}: {total} bytes do not fit Arrow int32 offsets")
 
 
-def gather(const unsigned char[::1] data not None, pos, length, empty=None):
-    """``(offsets, values)``: the slices ``data[pos[i]:pos[i] + length[i]]`` concatenated (raw bytes)."""
-    n = len(pos)
-    cdef const int64_t[::1] p = _col(pos, n, "pos")
-    cdef const int64_t[::1] l = _col(length, n, "length")
-    cdef int64_t longest
-    cdef int64_t total = _check_ranges(p, l, data.shape[0], &longest)
-    _fits(total, "gather")
-    offsets = _new(empty, n + 1, np.int32)
-    values = _new(empty, total, np.uint8)
-    cdef int32_t[::1] ov = offsets
-    cdef unsigned char[::1] vv = values
-    cdef const unsigned char *base = _base(data)
-    cdef unsigned char *vp = &vv[0] if total > 0 else &_EMPTY
-    cdef const int64_t *pp = &p[0] if n > 0 else &_ZERO64
-    cdef const int64_t *lp = &l[0] if n > 0 else &_ZERO64
-    cdef int64_t nn = n
-    with nogil:
-        rmq_gather(base, pp, lp, nn, &ov[0], vp)
-    return offsets, values
-
-
-def gather_utf8(const unsigned char[::1] data not None, pos, length, empty=None):
-    """As ``gather``, each slice decoded as ``bytes.decode("utf-8", "replace")`` and re-encoded."""
+cdef tuple _gather(const unsigned char[::1] data, pos, length, empty, bint utf8):
+    """``(offsets, values)`` of the slices ``data[pos[i]:pos[i] + length[i]]`` concatenated: as raw
+    bytes, or (``utf8``) each decoded as ``bytes.decode("utf-8", "replace")`` and re-encoded, which
+    is a plain copy when every slice is ASCII."""
     n = len(pos)
     cdef const int64_t[::1] p = _col(pos, n, "pos")
     cdef const int64_t[::1] l = _col(length, n, "length")
@@ -154,12 +134,13 @@ def gather_utf8(const unsigned char[::1] data not None, pos, length, empty=None)
     cdef const int64_t *pp = &p[0] if n > 0 else &_ZERO64
     cdef const int64_t *lp = &l[0] if n > 0 else &_ZERO64
     cdef int64_t nn = n
-    cdef int ascii
-    with nogil:
-        ascii = rmq_ranges_ascii(base, pp, lp, nn)
-        if not ascii:
-            total = rmq_gather_utf8_size(base, pp, lp, nn)
-    _fits(total, "gather_utf8")
+    cdef int ascii = 1
+    if utf8:
+        with nogil:
+            ascii = rmq_ranges_ascii(base, pp, lp, nn)
+            if not ascii:
+                total = rmq_gather_utf8_size(base, pp, lp, nn)
+    _fits(total, "gather_utf8" if utf8 else "gather")
     offsets = _new(empty, n + 1, np.int32)
     values = _new(empty, total, np.uint8)
     cdef int32_t[::1] ov = offsets
@@ -171,6 +152,16 @@ def gather_utf8(const unsigned char[::1] data not None, pos, length, empty=None)
         else:
             rmq_gather_utf8(base, pp, lp, nn, &ov[0], vp)
     return offsets, values
+
+
+def gather(const unsigned char[::1] data not None, pos, length, empty=None):
+    """``(offsets, values)``: the slices ``data[pos[i]:pos[i] + length[i]]`` concatenated (raw bytes)."""
+    return _gather(data, pos, length, empty, False)
+
+
+def gather_utf8(const unsigned char[::1] data not None, pos, length, empty=None):
+    """As ``gather``, each slice decoded as ``bytes.decode("utf-8", "replace")`` and re-encoded."""
+    return _gather(data, pos, length, empty, True)
 
 
 cdef tuple _address_strings(const unsigned char[::1] data, pos, port, sys_flag, v6_bit, bint ids, offset,

@@ -217,19 +217,24 @@ cdef enum:
     BY_MAX_TIMESTAMP = 1
 
 
-cdef inline int _walk_to(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, int by, int64_t target,
-                         khdr* h) noexcept nogil:
-    """Step from ``pos[0]`` to the first entry whose last offset (``by`` BY_LAST_OFFSET) or max
+cdef int _find_first(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, int by, int64_t target,
+                     Py_ssize_t* pos, khdr* h) except -10:
+    """Walk from ``start`` to the first entry whose last offset (``by`` BY_LAST_OFFSET) or max
     timestamp (BY_MAX_TIMESTAMP) is >= ``target``: ST_OK with that entry in ``h``, or the stop status;
-    ``pos[0]`` is left at that entry or where the walk stopped."""
+    ``pos[0]`` is that entry's position or where the walk stopped. ValueError for a bad range."""
+    _check_range(buf.shape[0], start, end)
+    cdef const unsigned char* b = _ptr(buf)
     cdef int st
-    while True:
-        st = _step(b, pos[0], end, h)
-        if st != ST_OK:
-            return st
-        if (h.last_offset if by == BY_LAST_OFFSET else h.max_timestamp) >= target:
-            return ST_OK
-        pos[0] += h.size
+    pos[0] = start
+    with nogil:
+        while True:
+            st = _step(b, pos[0], end, h)
+            if st != ST_OK:
+                break
+            if (h.last_offset if by == BY_LAST_OFFSET else h.max_timestamp) >= target:
+                break
+            pos[0] += h.size
+    return st
 
 
 def find_offset(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, long long target):
@@ -241,13 +246,9 @@ def find_offset(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, 
     Raises:
         ValueError: bad range. OverflowError: ``target`` outside int64.
     """
-    _check_range(buf.shape[0], start, end)
-    cdef const unsigned char* b = _ptr(buf)
-    cdef Py_ssize_t pos = start
-    cdef int st
+    cdef Py_ssize_t pos
     cdef khdr h
-    with nogil:
-        st = _walk_to(b, &pos, end, BY_LAST_OFFSET, target, &h)
+    cdef int st = _find_first(buf, start, end, BY_LAST_OFFSET, target, &pos, &h)
     if st != ST_OK:
         return st, pos, 0, -1
     return st, pos, h.size, h.last_offset
@@ -262,13 +263,9 @@ def find_timestamp(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t en
     Raises:
         ValueError: bad range. OverflowError: ``target`` outside int64.
     """
-    _check_range(buf.shape[0], start, end)
-    cdef const unsigned char* b = _ptr(buf)
-    cdef Py_ssize_t pos = start
-    cdef int st
+    cdef Py_ssize_t pos
     cdef khdr h
-    with nogil:
-        st = _walk_to(b, &pos, end, BY_MAX_TIMESTAMP, target, &h)
+    cdef int st = _find_first(buf, start, end, BY_MAX_TIMESTAMP, target, &pos, &h)
     if st != ST_OK:
         return st, pos, 0
     return st, pos, h.size
