@@ -39,6 +39,25 @@ enum { RMQ_D_TAGS_CODE, RMQ_D_FLAGS, RMQ_D_KEYS_START, RMQ_D_KEYS_COUNT, RMQ_DIS
 /* returned instead of a status when the first record's keys exceed keys_cap; *nkeys = its key count */
 #define RMQ_DISPATCH_E_KEYS (-100)
 
+/* Why a Dispatcher run stopped before its limit (rmqcore.layout.STOP_*, checked at import) */
+enum {
+    RMQ_STOP_NONE = 0,    /* ran to its limit, or the walk met a status */
+    RMQ_STOP_QUEUE = 1,   /* a record needs its queue's file bound (unbound, or the bound one is full) */
+    RMQ_STOP_SPECIAL = 2, /* a record needs the general path (the reason: RMQ_SPECIAL_*) */
+    RMQ_STOP_INDEX = 3,   /* the index file is unbound or full before a record's key */
+    RMQ_STOP_SEG = 4      /* the segment-index output is full */
+};
+
+/* Why a record needs the general path (rmqcore.layout.SPECIAL_*) */
+enum {
+    RMQ_SPECIAL_FLAGS = 0,       /* the delay topic (tagsCode = delivery time) or invalid UTF-8 */
+    RMQ_SPECIAL_QUEUE_POS = 1,   /* its queue offset is not where its queue's file is */
+    RMQ_SPECIAL_KEYS = 2         /* more keys than the kernel's scratch holds */
+};
+
+/* getMessage's unit loop outcome (rmqcore.layout.SELECT_*) */
+enum { RMQ_SELECT_NO_MATCH = 0, RMQ_SELECT_FOUND = 1, RMQ_SELECT_REMOVING = 2 };
+
 /* Java String.hashCode continued (h = hash so far) over the UTF-16 units of UTF-8 bytes s[0, n);
  * invalid sequences count as U+FFFD each and set *bad to 1 (it is never cleared). */
 uint32_t rmq_java_hash_utf8(uint32_t h, const unsigned char *s, size_t n, int *bad);

@@ -17,6 +17,10 @@
 extern "C" {
 #endif
 
+/* What a key lookup answers instead of a result when it cannot give one (rmqcore.layout.LOOKUP_*,
+ * checked at import): the store dispatches first and asks again, or its general path answers. */
+enum { RMQ_LOOKUP_DISPATCH_FIRST = 1, RMQ_LOOKUP_CANNOT_ANSWER = 2 };
+
 /* 1 when props[0, n) names key[0, klen) as UNIQ_KEY or as a KEYS token, 0 when not, -1 when the
  * properties are not valid UTF-8 (the caller decides with the decoded text instead). */
 int rmq_props_have_key(const unsigned char *props, size_t n, const unsigned char *key, size_t klen);

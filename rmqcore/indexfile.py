@@ -28,7 +28,7 @@ indexMsgTimestamp rule, never the last file, never a file after one that goes, n
 recovered end) and re-dispatches from the last file's endPhyOffset; ``build_index`` ignores records
 below it, so re-dispatching is idempotent (the record at it is indexed again, as RocketMQ does).
 
-Thread-safety: one writer (the dispatch kernel, or ``build_index*``); queries may run concurrently
+Thread-safety: one writer (dispatch: the kernel's run, or ``put_record_keys`` on its general path); queries may run concurrently
 from other threads (they read entries a put may be writing, as RocketMQ's do) and take no lock: the file
 list is copied on write, a deleted file is closed once no kernel holds its map (mmap refuses to close an
 exported buffer), and a query that meets a file deleted after it started skips it, as if it had run after
@@ -410,7 +410,7 @@ class IndexFile:
     def flush(self) -> None:
         """Write dirty pages back (msync) if anything was put since the last flush. The native
         kernel syncs without the GIL: ``mmap.flush`` holds it (CPython 3.11), and the msync of an
-        index file whose slots were written all over took ~80 ms, a stall for every thread."""
+        index file whose slots were written all over is long, a stall for every thread."""
         mm = self._live()
         if self._dirty and not self.read_only:
             self._dirty = False  # puts during the sync set it again
@@ -610,11 +610,6 @@ class IndexService:
             self._files = [*self._files, f]  # copy on write: queries iterate the list they took
         return f
 
-    def _put(self, f: IndexFile, key_hash: int, phy_offset: int, store_timestamp: int) -> IndexFile:
-        while not f.put_hash(key_hash, phy_offset, store_timestamp):
-            f = self._last_writable()
-        return f
-
     def build_index(
         self, topic: str, uniq_key: str | None, keys: str | None, phy_offset: int, store_timestamp: int,
         sys_flag: int = 0,
@@ -631,24 +626,7 @@ class IndexService:
             StoreClosedError: the service is closed.
             OSError: a new file cannot be created.
         """
-        self._writable()
-        f = self._last_writable()
-        if phy_offset < f.end_phy_offset:
-            return 0
-        if sys_flag & _ROLLBACK == _ROLLBACK:
-            return 0
-        h = self._hash
-        prefix = topic + "#"
-        n = 0
-        if uniq_key is not None:
-            f = self._put(f, h(prefix + uniq_key), phy_offset, store_timestamp)
-            n += 1
-        if keys:
-            for key in keys.split(" "):
-                if key:
-                    f = self._put(f, h(prefix + key), phy_offset, store_timestamp)
-                    n += 1
-        return n
+        return self.build_index_batch([topic], [uniq_key], [keys], [phy_offset], [store_timestamp], [sys_flag])
 
     def build_index_batch(
         self, topics: Sequence[str], uniq_keys: Sequence[str | None], keys: Sequence[str | None],
@@ -705,16 +683,7 @@ class IndexService:
                 st.extend([ts] * added)
                 end_phy = phy
                 last_owner = i
-        total = len(kh)
-        pos = 0
-        while pos < total:
-            f = self._last_writable()
-            pos += f.put_hashes(kh, po, st, pos, total)
-        # buildIndex opens every record with getAndCreateLastIndexFile: a record after the one that
-        # filled the last file creates the next (empty, preset) file even if it adds nothing
-        if not self._files or (last_owner < n_msgs - 1 and self._files[-1].is_full()):
-            self._last_writable()
-        return total
+        return self.put_key_hashes(kh, po, st, last_owner, n_msgs)
 
     def put_key_hashes(self, key_hashes: Any, phy_offsets: Any, store_timestamps: Any, last_owner: int,
                        n_records: int) -> int:

@@ -158,6 +158,26 @@ HINT_CAPACITY = 32768
 HINT_FIELDS = 8
 H_SEQ, H_PHYS, H_SIZE, H_QUEUE, H_QOFF, H_TS, H_TAGS, H_KEY = range(HINT_FIELDS)
 
+# --- kernel outcomes (rmqcore's own; csrc/rmq_dispatch.h and rmq_lookup.h name them too, and the
+# native kernels check at import that they agree) -------------------------------------------------
+# why a Dispatcher run (ReputMessageService's per-record work) stopped before its limit
+STOP_NONE = 0  # ran to its limit, or the walk met a status (the run's ``status``)
+STOP_QUEUE = 1  # a record needs its queue's file bound: unbound, or the bound one is full
+STOP_SPECIAL = 2  # a record needs the store's general path (the reason: SPECIAL_*)
+STOP_INDEX = 3  # the index file is unbound or full before a record's key (resume from that key)
+STOP_SEG = 4  # the segment-index output is full (apply it, run on)
+# why a record takes the general path (STOP_SPECIAL)
+SPECIAL_FLAGS = 0  # the delay topic (its tagsCode is the delivery time) or invalid UTF-8
+SPECIAL_QUEUE_POS = 1  # its queue offset is not where its queue's file is (RocketMQ writes it there)
+SPECIAL_KEYS = 2  # more keys than the kernel's scratch holds
+# getMessage's unit loop (GetMessageStatus: NO_MATCHED_MESSAGE, FOUND, MESSAGE_WAS_REMOVING)
+SELECT_NO_MATCH = 0
+SELECT_FOUND = 1
+SELECT_REMOVING = 2
+# what a key lookup answers when it has no result to give
+LOOKUP_DISPATCH_FIRST = 1  # the CommitLog holds records not dispatched yet: dispatch, then ask again
+LOOKUP_CANNOT_ANSWER = 2  # the store's general path must answer (files changed, a key it cannot hash...)
+
 # --- files and geometry (MessageStoreConfig, UtilAll.offset2FileName) ------------------------------
 FILE_NAME_DIGITS = 20
 DEFAULT_COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024

@@ -191,9 +191,8 @@ class SegmentIndex:
         """Take the ``n`` entries ``Dispatcher.run`` computed (it updated ``state`` itself, the
         time index's last timestamp included): rows ordinal, position, timestamp (-1: no time
         entry), ordinal of that timestamp. They are kept and written to the files in bulk later:
-        written per dispatch call, the numpy work cost ~100 us a call, a tenth of a put_batch of
-        1000 messages followed by a read (derived data: a crash loses nothing the open does not
-        rebuild)."""
+        written per dispatch call, the numpy work would weigh on every put followed by a read
+        (derived data: a crash loses nothing the open does not rebuild)."""
         with self._pending_lock:
             k = self._npending
             if k + n > self._pending.shape[1]:

@@ -329,8 +329,7 @@ class MessageStore:
 
     def _open(self, cfg: StoreConfig, fresh: bool, follow: bool = False) -> None:
         # large page-cache folios for the CommitLog and consume queues (MappedFile's _advise_huge),
-        # not under SYNC_FLUSH: each sync would write the written folio whole (p50 of a durable put
-        # went from ~0.3 to ~1.1 ms here)
+        # not under SYNC_FLUSH: each sync would write the written folio whole
         self._huge_pages = cfg.huge_pages and cfg.flush_disk_type == "ASYNC_FLUSH" and not self.read_only
         # what _stop_threads and _close_files look at, set before anything can fail (_abandon)
         self._reput_thread: threading.Thread | None = None  # started once the store is open
@@ -935,7 +934,6 @@ class MessageStore:
         end = min(cap, written)
         live_arr = cl._appender.live if live else None
         dsp = self._dispatcher
-        k = self._dispatch_kernel
         index_on = self.index is not None
         no_seg, seg_out = self._no_seg, self._seg_out
         n_total = 0
@@ -954,45 +952,47 @@ class MessageStore:
             pos = self.reput_from_offset - base
             stop_at = min(mf.wrote_position, end - base)
             seg = self.segindex.for_file(base) if self.segindex is not None else None
-            done, at, status, stop, a, b, c, d, max_ts, nseg = dsp.run(
+            r = dsp.run(
                 mf.mm, base, pos, stop_at, False, index_on, first_key, no_seg if seg is None else seg.state,
                 seg_out, live_arr, max(stop_at, min(cap - base, mf.file_size)))
             first_key = 0
-            if nseg:
+            if r.seg_entries:
                 assert seg is not None
-                seg.add_entries(seg_out, nseg)
+                seg.add_entries(seg_out, r.seg_entries)
             self._sync_queues()
             if index_on and self._bound_index is not None:
                 self._bound_index._dirty = True
-            if max_ts > self._last_dispatched_ts:
-                self._last_dispatched_ts = max_ts
-            n_total += done
-            nxt = base + at
-            if stop == k.STOP_QUEUE or stop == k.STOP_INDEX:
+            if r.max_timestamp > self._last_dispatched_ts:
+                self._last_dispatched_ts = r.max_timestamp
+            n_total += r.done
+            nxt = base + r.at
+            if r.stop == L.STOP_QUEUE or r.stop == L.STOP_INDEX:
                 # what the run wrote stays done if the binding below fails (DiskFullError creating
                 # a file): a retry starts after it, and re-putting the keys of the last indexed
                 # record would add them to the index twice
                 if nxt > self.reput_from_offset:
                     self.reput_from_offset = nxt
                     self._reput_pub[0] = nxt
-                if stop == k.STOP_INDEX:
-                    first_key = a
-                    self._index_resume = (nxt, a)
-            if stop == k.STOP_QUEUE:
-                self._bind_queue(bytes(mf.mm[a : a + b]), c, d, mf.path, at)
-            elif stop == k.STOP_INDEX:
+            if r.stop == L.STOP_QUEUE:
+                self._bind_queue(bytes(mf.mm[r.topic_pos : r.topic_pos + r.topic_len]), r.queue_id,
+                                 r.queue_offset, mf.path, r.at)
+            elif r.stop == L.STOP_INDEX:
+                first_key = r.first_key
+                self._index_resume = (nxt, first_key)
                 self._bind_index()
-            elif stop == k.STOP_SPECIAL:
-                nxt = self._dispatch_one(mf, at)
+            elif r.stop == L.STOP_SPECIAL:
+                nxt = self._dispatch_one(mf, r.at)
                 n_total += 1
-            elif stop == k.STOP_NONE:
-                if status == L.ST_BLANK:
+            elif r.stop == L.STOP_SEG:
+                pass  # the segment-index output was full: its entries are in (above), the next run goes on
+            else:  # STOP_NONE: the run reached its limit or a status
+                if r.status == L.ST_BLANK:
                     nxt = mf.file_end_offset
-                elif done == 0 and status < 0 and at < stop_at:
-                    if status == L.ST_TORN and base + stop_at < cl.max_offset:
+                elif r.done == 0 and r.status < 0 and r.at < stop_at:
+                    if r.status == L.ST_TORN and base + stop_at < cl.max_offset:
                         break  # the record crosses this call's limit: the next call takes it
                     # RocketMQ logs and stops here; recovery cuts such bytes, so report them
-                    raise_status(cl._codec, status, mf.path, at)
+                    raise_status(cl._codec, r.status, mf.path, r.at)
                 if nxt <= self.reput_from_offset:
                     break
             self.reput_from_offset = nxt
@@ -1235,8 +1235,8 @@ class MessageStore:
         except TypeError:
             raise ConfigError(f"no queue is named by topic {topic!r} and queue_id {queue_id!r}") from None
 
-    # the calls a consumer makes in a loop enter the gate themselves (``gated``'s wrapper, with its
-    # argument packing, cost ~0.3 us a call; this ~0.1 us)
+    # the calls a consumer makes in a loop enter the gate themselves (cheaper than ``gated``'s
+    # wrapper and its argument packing)
     def min_offset(self, topic: str, queue_id: int) -> int:
         """getMinOffsetInQueue (0 for an unknown queue)."""
         gate = self._gate
@@ -1377,7 +1377,7 @@ class MessageStore:
         if not raw:  # dispatch first, then the one-call path over a current lookup
             self._caught_up()
             got = self._current_lookup().messages_now(topic, key, begin, end, max_num, MessageExt)
-            if type(got) is list:
+            if type(got) is list:  # else an outcome (layout.LOOKUP_*): the index walk below answers
                 return got
         offsets = self.query_offsets(topic, key, begin, end, max_num)
         out = []
@@ -1410,7 +1410,7 @@ class MessageStore:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
         self._caught_up()
         got = self._current_lookup().newest_body(topic, key, begin, end)
-        if type(got) is not int:
+        if type(got) is not int:  # an int is an outcome (layout.LOOKUP_*): query_by_key answers
             return got  # type: ignore[no-any-return]
         found = self.query_by_key(topic, key, begin, end, self._max_batch)
         return found[-1].body if found else None
@@ -1475,8 +1475,8 @@ class MessageStore:
         if self.index is None:
             raise ConfigError("the message index is disabled (message_index_enable=False)")
         max_num = min(max_num, self.config.max_msgs_num_batch)
-        # one kernel call over the mapped index files; the general path below when it cannot answer
-        # (2: released meanwhile included)
+        # one kernel call over the mapped index files; the general path below when it answers
+        # LOOKUP_CANNOT_ANSWER (released meanwhile included)
         got = self._current_lookup().offsets_raw(topic, key, begin, end, max_num)
         if type(got) is list:
             return got
@@ -1839,7 +1839,7 @@ class MessageStore:
         is created (and its end time becomes the checkpoint's indexMsgTimestamp), the rest at
         close or ``flush()``; after a crash, recovery deletes the index files newer than that time
         and rebuilds them by re-dispatch. (Synced every second, the active index file, its slots
-        dirtied all over, cost 75-460 ms of msync a second under load.)"""
+        dirtied all over, would cost a long msync every second under load.)"""
         if self._closed:
             return
         self._persist_topics_if_dirty()

@@ -8,8 +8,8 @@ Two sources use it:
 
 * the CommitLog: up to ``warm_ahead`` (32 MiB) past the write position of its last file;
 * the MessageStore's dispatch (``logics_warm_ahead``, 4 MiB): past each consume queue's write
-  position and the index file's last entry. Measured on a dispatch of 2M batched records, those
-  faults were ~40% of dispatch's time.
+  position and the index file's last entry (first-touch faults there are a large share of
+  dispatch's time).
 
 A source names only allocated bytes nothing has written yet (CommitLog and consume-queue files are
 allocated when created, an index file as far as ``IndexFile.entry_limit`` allocated it), so file

@@ -896,3 +896,47 @@ def test_run_takes_state_arrays_as_c_contiguous_int64_in_both_twins(dsp: Any) ->
     with pytest.raises(ValueError):
         d.run(bytes(64), 0, 0, 65, False, False, 0, seg, seg_out)
     assert not seg.any() and not seg_out.any()
+
+
+# --------------------------------------------------------------------------------------------------
+# named results and stop codes (issue 24: no positional 10-tuple, no literal stop codes)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_stop_codes_and_select_statuses_are_layouts_names_in_both_twins() -> None:
+    from rmqcore import layout as L
+
+    names = ("STOP_NONE", "STOP_QUEUE", "STOP_SPECIAL", "STOP_INDEX", "STOP_SEG",
+             "SELECT_NO_MATCH", "SELECT_FOUND", "SELECT_REMOVING")
+    for k in kernels():
+        assert [getattr(k, n) for n in names] == [getattr(L, n) for n in names]
+    assert len({L.STOP_NONE, L.STOP_QUEUE, L.STOP_SPECIAL, L.STOP_INDEX, L.STOP_SEG}) == 5
+    assert len({L.SPECIAL_FLAGS, L.SPECIAL_QUEUE_POS, L.SPECIAL_KEYS}) == 3
+
+
+def test_run_returns_a_named_result_for_each_stop(dsp: Any) -> None:
+    """Dispatcher.run answers a DispatchRun: an unbound queue stops with STOP_QUEUE and names the
+    record's topic (position and length), queue id and offset; an unbound index file stops with
+    STOP_INDEX before the record; the delay topic stops with STOP_SPECIAL, reason SPECIAL_FLAGS; a
+    run to its limit is STOP_NONE with the records done and their newest store time."""
+    from rmqcore import layout as L
+    from rmqcore.kernel_results import DispatchRun
+
+    seg, seg_out = np.zeros(10, dtype=np.int64), np.zeros((4, 8), dtype=np.int64)
+    rec = record(b"TopicQ", queue_id=3, queue_offset=0, store_timestamp=1_700_000_000_500)
+    buf = rec + bytes(8)
+    d = dsp.Dispatcher()
+    r = d.run(buf, 0, 0, len(rec), False, False, 0, seg, seg_out)
+    assert type(r) is DispatchRun
+    assert (r.stop, r.done, r.at, r.queue_id, r.queue_offset) == (L.STOP_QUEUE, 0, 0, 3, 0)
+    assert buf[r.topic_pos : r.topic_pos + r.topic_len] == b"TopicQ"
+    cq = bytearray(20 * 4)
+    d.bind_queue(b"TopicQ", 3, cq, 0, 0, 0, -1)
+    r = d.run(buf, 0, 0, len(rec), False, True, 0, seg, seg_out)
+    assert (r.stop, r.done, r.at, r.first_key) == (L.STOP_INDEX, 0, 0, 0)
+    r = d.run(buf, 0, 0, len(rec), False, False, 0, seg, seg_out)
+    assert (r.stop, r.done, r.at, r.status, r.max_timestamp, r.seg_entries) == (
+        L.STOP_NONE, 1, len(rec), L.ST_END, 1_700_000_000_500, 0)
+    delay = record(SCHEDULE, props=b"DELAY\x013\x02")
+    r = dsp.Dispatcher().run(delay, 0, 0, len(delay), False, False, 0, seg, seg_out)
+    assert (r.stop, r.reason, r.done) == (L.STOP_SPECIAL, L.SPECIAL_FLAGS, 0)

@@ -14,8 +14,10 @@ from ._core cimport rmq_capi_import
 
 rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
-from ..layout import (HINT_CAPACITY, HINT_FIELDS, NCOLUMNS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK, ST_END,
-                      ST_MSG, ST_TORN)
+from ..kernel_results import DispatchRun
+from ..layout import (HINT_CAPACITY, HINT_FIELDS, NCOLUMNS, SELECT_FOUND, SELECT_NO_MATCH, SELECT_REMOVING,
+                      SPECIAL_FLAGS, SPECIAL_KEYS, SPECIAL_QUEUE_POS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK,
+                      ST_END, ST_MSG, ST_TORN, STOP_INDEX, STOP_NONE, STOP_QUEUE, STOP_SEG, STOP_SPECIAL)
 from ..wire import SCHEDULE_TOPIC
 
 __all__ = ["dispatch_batch", "sparse_points", "select_units", "SELECT_NO_MATCH", "SELECT_FOUND", "SELECT_REMOVING",
@@ -42,6 +44,18 @@ cdef extern from "rmq_dispatch.h" nogil:
     int RMQ_DF_BAD_UTF8
     int RMQ_DISPATCH_E_KEYS
     const char *RMQ_SCHEDULE_TOPIC
+    enum:
+        RMQ_STOP_NONE
+        RMQ_STOP_QUEUE
+        RMQ_STOP_SPECIAL
+        RMQ_STOP_INDEX
+        RMQ_STOP_SEG
+        RMQ_SPECIAL_FLAGS
+        RMQ_SPECIAL_QUEUE_POS
+        RMQ_SPECIAL_KEYS
+        RMQ_SELECT_NO_MATCH
+        RMQ_SELECT_FOUND
+        RMQ_SELECT_REMOVING
     int rmq_dispatch_batch(const unsigned char *buf, int64_t pos, int64_t limit, int verify_crc, int64_t cap,
                            int64_t *cols, int64_t cols_rs, int64_t cols_cs, int64_t *disp, int64_t disp_rs,
                            int64_t disp_cs, int64_t *keys, int64_t keys_stride, int64_t keys_cap,
@@ -81,10 +95,13 @@ DF_BAD_UTF8 = 2
 
 if ((RMQ_ST_MSG, RMQ_ST_END, RMQ_ST_BLANK, RMQ_ST_TORN, RMQ_ST_BAD_MAGIC, RMQ_ST_BAD_SIZE, RMQ_ST_BAD_CRC,
      RMQ_NCOLUMNS, RMQ_DISPATCH_NROWS, RMQ_D_TAGS_CODE, RMQ_D_FLAGS, RMQ_D_KEYS_START, RMQ_D_KEYS_COUNT,
-     RMQ_DF_SCHEDULE, RMQ_DF_BAD_UTF8, RMQ_HINT_CAPACITY, RMQ_HINT_FIELDS)
+     RMQ_DF_SCHEDULE, RMQ_DF_BAD_UTF8, RMQ_HINT_CAPACITY, RMQ_HINT_FIELDS, RMQ_STOP_NONE, RMQ_STOP_QUEUE,
+     RMQ_STOP_SPECIAL, RMQ_STOP_INDEX, RMQ_STOP_SEG, RMQ_SPECIAL_FLAGS, RMQ_SPECIAL_QUEUE_POS, RMQ_SPECIAL_KEYS,
+     RMQ_SELECT_NO_MATCH, RMQ_SELECT_FOUND, RMQ_SELECT_REMOVING)
         != (ST_MSG, ST_END, ST_BLANK, ST_TORN, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BAD_CRC, NCOLUMNS,
             DISPATCH_ROWS, D_TAGS_CODE, D_FLAGS, D_KEYS_START, D_KEYS_COUNT, DF_SCHEDULE, DF_BAD_UTF8,
-            HINT_CAPACITY, HINT_FIELDS)):
+            HINT_CAPACITY, HINT_FIELDS, STOP_NONE, STOP_QUEUE, STOP_SPECIAL, STOP_INDEX, STOP_SEG,
+            SPECIAL_FLAGS, SPECIAL_QUEUE_POS, SPECIAL_KEYS, SELECT_NO_MATCH, SELECT_FOUND, SELECT_REMOVING)):
     raise ImportError("csrc/rmq_dispatch.h disagrees with rmqcore/layout.py or the pure twin")
 if (<bytes>RMQ_SCHEDULE_TOPIC).decode("ascii") != SCHEDULE_TOPIC:
     raise ImportError("csrc/rmq_dispatch.h's RMQ_SCHEDULE_TOPIC disagrees with rmqcore/wire.py")
@@ -242,12 +259,6 @@ cdef int _i64_buffer(object o, Py_buffer *v, int ndim, bint writable, str name) 
         raise ValueError(f"{name} must be a {ndim}-D C-contiguous int64 array")
     return 0
 
-
-STOP_NONE = 0
-STOP_QUEUE = 1
-STOP_SPECIAL = 2
-STOP_INDEX = 3
-STOP_SEG = 4
 
 cdef extern from *:
     """
@@ -599,16 +610,9 @@ cdef class Dispatcher:
         there until the next run starts (which writes 0) or the caller writes 0 itself, so the
         Python work between runs (binding new consume-queue and index files, all file calls that
         let the GIL go) does not wait out the switch interval, 5 ms, each time it takes the GIL
-        back from a busy writer: the reput thread used to fall 100 MB behind a put loop that way.
-        (An earlier version left the request out until the next run too, and was changed because a
-        writer could then wait out a file creation or lock wait with the GIL free, 20 ms at most.
-        Measured again with dispatch hints, in 6 interleaved pairs of 2M puts with dispatch:
-        single puts 2.28M msg/s with the request left out against 2.01M without; batches the
-        same either way. The writer's wait was then cut from 20 ms to 2 ms: a put that waited
-        out a bind stalled the put loop 15-20 ms (its longest per-put gap in 2M warm single
-        puts; 4-10 ms with the 2 ms bound), and in 3 interleaved pairs of bench_store's 2M warm
-        single puts (`auto`) the 2 ms bound ran at 5.50-5.61M msg/s against 4.71-5.44M, batches
-        the same (6 pairs, 10.0-10.4M either way but for one slow round each).)
+        back from a busy writer (the reput thread would fall far behind a put loop). The
+        writer's wait is bounded short (2 ms) so that a put never waits out a file creation or
+        a lock wait of this thread with the GIL free (bench/bench_store.py measures both).
         ``wanted``: nonzero while another thread waits to dispatch (the store's dispatch lock) or
         for the reput thread to stop (close). A live run that has caught up with the writer naps
         without the GIL (``live_nap``) for the writer to go on, and returns instead when this is
@@ -760,12 +764,12 @@ cdef class Dispatcher:
     # -- the run --------------------------------------------------------------------------------
     def run(self, buf, int64_t file_from, int64_t pos, int64_t limit, bint verify_crc, bint index_on,
             int64_t first_key, seg, seg_out, live=None, int64_t live_cap=0):
-        """See the pure twin. Returns ``(count, end_pos, status, stop, a, b, c, d, max_ts, n_seg)``.
+        """See the pure twin. Returns a ``DispatchRun`` (rmqcore.kernel_results).
 
         ``buf`` is any bytes-like object; ``seg`` (10 fields), ``seg_out`` (4 rows) and ``live`` (1
         field) are C-contiguous int64 arrays, the first two writable. Each is exported once for the
-        call (a plain buffer export: typed memoryviews cost about 2 us per call in all, which a
-        dispatch of one record paid on every put-then-read)."""
+        call (a plain buffer export: typed memoryviews cost more per call, which a dispatch of
+        one record would pay on every put-then-read)."""
         cdef Py_buffer bv, sv, ov, lv
         cdef int held = 0
         try:
@@ -792,13 +796,13 @@ cdef class Dispatcher:
             if held >= 1:
                 PyBuffer_Release(&bv)
 
-    cdef tuple _run(self, const unsigned char *bp, int64_t n, int64_t file_from, int64_t pos, int64_t limit,
+    cdef object _run(self, const unsigned char *bp, int64_t n, int64_t file_from, int64_t pos, int64_t limit,
                     bint verify_crc, bint index_on, int64_t first_key, int64_t *seg, int64_t seg_len,
                     int64_t *so, int64_t so_rows, int64_t seg_cap, const int64_t *lp, int64_t live_len,
                     int64_t live_cap):
         cdef int64_t v
         cdef int64_t cnt, end_pos, nkeys, j, k, k0, kn, rpos, size, phys, sysf, tran, qid, qoff, tags, ts
-        cdef int64_t done = 0, at = pos, stop = 0, a = 0, b = 0, c = 0, d = 0, max_ts = -1
+        cdef int64_t done = 0, at = pos, stop = RMQ_STOP_NONE, a = 0, b = 0, c = 0, d = 0, max_ts = -1
         cdef int64_t s, expected, current, ic, tlen, last_s = -1, last_qid = -1
         cdef int st = 0, full
         cdef const unsigned char *base = bp
@@ -832,7 +836,7 @@ cdef class Dispatcher:
             rmq_publish_i64(gr, 0)  # leaving the GIL: the writers may take it again
         prev_t = rmq_notify_now_ns()
         with nogil:
-            while stop == 0:
+            while stop == RMQ_STOP_NONE:
                 if at >= limit:
                     if lp != NULL:  # follow the writer: records completed since the call began
                         if wk != NULL:
@@ -885,7 +889,7 @@ cdef class Dispatcher:
                     st = rmq_dispatch_batch(base, at, limit, verify_crc, parse_cap, cols, CHUNK, 1, disp, CHUNK, 1,
                                             keys, 1, KEYS_CAP, &cnt, &end_pos, &nkeys)
                 if st == RMQ_DISPATCH_E_KEYS:
-                    stop, a, st = 2, 2, RMQ_ST_MSG  # more keys than the scratch holds: the general path
+                    stop, a, st = RMQ_STOP_SPECIAL, RMQ_SPECIAL_KEYS, RMQ_ST_MSG  # more keys than the scratch holds: the general path
                     break
                 for j in range(cnt):
                     # index slots are random accesses into a table larger than the caches: prefetch
@@ -901,7 +905,7 @@ cdef class Dispatcher:
                     tran = sysf & 0xC
                     ts = cols[RMQ_C_STORE_TIMESTAMP * CHUNK + j]
                     if disp[RMQ_D_FLAGS * CHUNK + j] & 3:
-                        stop, a = 2, 0  # delay topic (tagsCode = delivery time) or invalid UTF-8: the general path
+                        stop, a = RMQ_STOP_SPECIAL, RMQ_SPECIAL_FLAGS  # delay topic (tagsCode = delivery time) or invalid UTF-8: the general path
                         break
                     tags = disp[RMQ_D_TAGS_CODE * CHUNK + j]
                     # consume queue: NOT_TYPE and COMMIT records get a unit
@@ -916,14 +920,14 @@ cdef class Dispatcher:
                             s = self._find(base + cols[RMQ_C_TOPIC_POS * CHUNK + j], tlen, qid)
                             last_s, last_qid = s, qid
                         if s < 0 or not self._slots[s].bound:
-                            stop, a, b, c = 1, cols[RMQ_C_TOPIC_POS * CHUNK + j], cols[RMQ_C_TOPIC_LEN * CHUNK + j], qid
+                            stop, a, b, c = RMQ_STOP_QUEUE, cols[RMQ_C_TOPIC_POS * CHUNK + j], cols[RMQ_C_TOPIC_LEN * CHUNK + j], qid
                             d = cols[RMQ_C_QUEUE_OFFSET * CHUNK + j]
                             break
                         sl = &self._slots[s]
                         if phys + size > sl.max_phys:
                             qoff = cols[RMQ_C_QUEUE_OFFSET * CHUNK + j]
                             if sl.wrote >= sl.file_size:
-                                stop, a, b, c, d = 1, cols[RMQ_C_TOPIC_POS * CHUNK + j], cols[RMQ_C_TOPIC_LEN * CHUNK + j], qid, qoff
+                                stop, a, b, c, d = RMQ_STOP_QUEUE, cols[RMQ_C_TOPIC_POS * CHUNK + j], cols[RMQ_C_TOPIC_LEN * CHUNK + j], qid, qoff
                                 break
                             expected = qoff * 20
                             current = sl.file_from + sl.wrote
@@ -940,13 +944,13 @@ cdef class Dispatcher:
                                     self._pend[self._npend] = s
                                     self._npend += 1
                             elif expected == 0 or expected > current:
-                                stop, a = 2, 1  # RocketMQ writes it where the file is (with a warning): the general path
+                                stop, a = RMQ_STOP_SPECIAL, RMQ_SPECIAL_QUEUE_POS  # RocketMQ writes it where the file is (with a warning): the general path
                                 break
                             # else: built before (expected < current): nothing to write
                     # index: the last file first (getAndCreateLastIndexFile), then the keys
                     if index_on:
                         if not self._idx_bound:
-                            stop, a = 3, 0
+                            stop, a = RMQ_STOP_INDEX, 0
                             break
                         ib = <unsigned char *>self._idx.buf
                         ic = rmq_load_be32s(ib + 36)
@@ -955,21 +959,21 @@ cdef class Dispatcher:
                         k0 = first_key if rpos == pos else 0
                         kn = disp[RMQ_D_KEYS_COUNT * CHUNK + j]
                         if ic >= self._ientries:
-                            stop, a = 3, k0
+                            stop, a = RMQ_STOP_INDEX, k0
                             break
                         if tran != 0xC and phys >= rmq_load_be64s(ib + 24):
                             full = 0
                             for k in range(k0, kn):
                                 if not rmq_index_put(ib, self._islots, self._ientries,
                                                      <int32_t>keys[disp[RMQ_D_KEYS_START * CHUNK + j] + k], phys, ts):
-                                    stop, a, full = 3, k, 1
+                                    stop, a, full = RMQ_STOP_INDEX, k, 1
                                     break
                             if full:
                                 break
                     # segment index (Kafka's LogSegment rule), for records past its end
                     if seg_on and rpos >= s_end:
                         if nseg == seg_cap:
-                            stop = 4
+                            stop = RMQ_STOP_SEG
                             break
                         if ts < s_max or ts < s_floor:
                             s_mono = 0
@@ -997,7 +1001,7 @@ cdef class Dispatcher:
                     at = rpos + size
                 if self._npend:  # readers waiting on these queues (any process) may go on
                     self._announce()
-                if stop:
+                if stop != RMQ_STOP_NONE:
                     self._hint_at = hint_from  # records from the stop on are not done: look again
                     # and take few from hints next time (a store that binds a queue for every
                     # record, each one's first, read thousands of hints to use one)
@@ -1013,18 +1017,12 @@ cdef class Dispatcher:
                 rmq_publish_i64(gr, self._gil_seq)
         seg[0], seg[1], seg[2], seg[3], seg[4] = s_count, s_end, s_since, s_max, s_omax
         seg[5], seg[6], seg[7], seg[8] = s_mono, s_floor, s_interval, s_last_t
-        if stop == 0 and st == RMQ_ST_MSG:
+        if stop == RMQ_STOP_NONE and st == RMQ_ST_MSG:
             st = RMQ_ST_END if at >= limit else st
-        return done, at, st, stop, a, b, c, d, max_ts, nseg
+        return tuple.__new__(DispatchRun, (done, at, st, stop, a, b, c, d, max_ts, nseg))
 
 
 # -- the unit loop of getMessage --------------------------------------------------------------------
-DEF SELECT_NO_MATCH_ = 0
-DEF SELECT_FOUND_ = 1
-DEF SELECT_REMOVING_ = 2
-SELECT_NO_MATCH = SELECT_NO_MATCH_
-SELECT_FOUND = SELECT_FOUND_
-SELECT_REMOVING = SELECT_REMOVING_
 
 
 def select_units(buf, int64_t pos, int64_t n, int64_t offset, int64_t max_msgs, int64_t max_bytes, codes,
@@ -1037,7 +1035,7 @@ def select_units(buf, int64_t pos, int64_t n, int64_t offset, int64_t max_msgs, 
     cdef int32_t *cs = NULL
     cdef int32_t c32
     cdef Py_ssize_t ncs = 0, j
-    cdef int status = SELECT_NO_MATCH_
+    cdef int status = RMQ_SELECT_NO_MATCH
     cdef bint filt = codes is not None
     cdef bint hit
     phys = []
@@ -1084,14 +1082,14 @@ def select_units(buf, int64_t pos, int64_t n, int64_t offset, int64_t max_msgs, 
                         continue
                 if off < cl_min:
                     if total == 0:
-                        status = SELECT_REMOVING_
+                        status = RMQ_SELECT_REMOVING
                     continue
                 phys.append(off)
                 qoffs.append(offset + i - 1)
                 sizes.append(size)
                 total += size
                 count += 1
-                status = SELECT_FOUND_
+                status = RMQ_SELECT_FOUND
         finally:
             PyBuffer_Release(&view)
     finally:

@@ -2,8 +2,8 @@
 """RocketMQ IndexFile kernels over a buffer: native twin of :mod:`rmqcore._pure.indexfile`.
 
 See the pure module for the layout and the contract (same names, signatures, results, exceptions).
-The mapped buffer is acquired with ``PyObject_GetBuffer`` (a typed memoryview costs ~115 ns per
-acquisition and ``index_select`` runs once per file per query), the geometry and the header's
+The mapped buffer is acquired with ``PyObject_GetBuffer`` (a typed memoryview costs far more per
+acquisition, and ``index_select`` runs once per file per query), the geometry and the header's
 indexCount are proven once (``rmq_index_check``), then ``csrc/rmq_index.c`` walks raw pointers with
 the GIL released. The buffer stays exported for the whole call, so a concurrent ``mmap.close()``
 raises ``BufferError`` instead of unmapping under the walk.

@@ -9,7 +9,7 @@ walk the index chains (``csrc/rmq_index.c``), validate each hit's record (``rmq_
 and re-check topic and key on the raw bytes (``csrc/rmq_lookup.c``). The GIL is held: a query is
 about a microsecond, and holding it keeps ``release()`` from running under a walk. The one nogil
 section, the key cache taking in new index entries, is pinned: a ``release()`` meanwhile waits for
-it, and the query then stops without touching a buffer (answering 2: the general path decides).
+it, and the query then stops without touching a buffer (answering LOOKUP_CANNOT_ANSWER: the general path decides).
 ``LookupFront`` runs each call inside the store's lifecycle gate (``gate.pxd``).
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release
@@ -40,6 +40,9 @@ cdef extern from "rmq_dispatch.h" nogil:
     int rmq_utf8_valid(const unsigned char *s, size_t n)
 
 cdef extern from "rmq_lookup.h" nogil:
+    enum:
+        RMQ_LOOKUP_DISPATCH_FIRST
+        RMQ_LOOKUP_CANNOT_ANSWER
     int rmq_props_have_key(const unsigned char *props, size_t n, const unsigned char *key, size_t klen)
 
 cdef extern from "rmq_keycache.h" nogil:
@@ -91,6 +94,12 @@ cdef extern from *:
     void rmq_prefetch_r(const void *p) nogil
 
 DEF STACK_HITS = 64
+
+from ..layout import LOOKUP_CANNOT_ANSWER, LOOKUP_DISPATCH_FIRST
+
+# the C header names the outcomes the Python side tests for (checked once at import: a build bug)
+if (RMQ_LOOKUP_DISPATCH_FIRST, RMQ_LOOKUP_CANNOT_ANSWER) != (LOOKUP_DISPATCH_FIRST, LOOKUP_CANNOT_ANSWER):
+    raise ImportError("csrc/rmq_lookup.h disagrees with rmqcore/layout.py")
 
 
 def props_have_key(const unsigned char[::1] props, const unsigned char[::1] key):
@@ -286,9 +295,9 @@ cdef class KeyLookup:
 
     def release(self):
         """Let go of every buffer. A call of another thread in a nogil section over them (taking in
-        index entries for the key cache) finishes that section first, and then stops (answering 2,
+        index entries for the key cache) finishes that section first, and then stops (answering LOOKUP_CANNOT_ANSWER,
         the general path) instead of going on: when this returns, nothing of this lookup points
-        into a map, which may then be closed. Calls on a released lookup answer 2 as well."""
+        into a map, which may then be closed. Calls on a released lookup answer LOOKUP_CANNOT_ANSWER as well."""
         cdef Py_ssize_t i
         self._released = True
         if self._pinned:
@@ -326,7 +335,7 @@ cdef class KeyLookup:
     def offsets_raw(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num):
         """See the pure twin."""
         ok, got = self._find(topic, key, begin, end, max_num, 0, 0, False, False, True)
-        return got if ok else 2
+        return got if ok else RMQ_LOOKUP_CANNOT_ANSWER
 
     cdef tuple _find(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, int64_t cl_min,
                      int64_t cl_end, bint verify_crc, bint newest_body, bint raw_only=False):
@@ -469,7 +478,6 @@ cdef class KeyLookup:
                 if self._released:
                     return 1
         return 0
-        return 0
 
     cdef int64_t _end_now(self) noexcept:
         """The CommitLog end a query sees: the appender's published end (``static_end`` while it
@@ -492,11 +500,11 @@ cdef class KeyLookup:
     cdef object _newest_body(self, str topic, str key, int64_t begin, int64_t end):
         """``find(..., newest_body=True)`` for ``MessageStore.lookup``: the end of the CommitLog is the
         appender's published end (``live``; ``static_end`` while it publishes none), and when the
-        store's ``dispatched`` end is behind it the answer is 1 (dispatch first, then ask again).
-        Returns bytes or None, 1, or 2 when the general path must answer."""
+        store's ``dispatched`` end is behind it the answer is LOOKUP_DISPATCH_FIRST
+        (dispatch, then ask again). Returns bytes or None, LOOKUP_DISPATCH_FIRST, or LOOKUP_CANNOT_ANSWER (the general path answers)."""
         cdef int64_t cl_end = self._end_now()
         if cl_end < 0:
-            return 1 if cl_end == -1 else 2
+            return RMQ_LOOKUP_DISPATCH_FIRST if cl_end == -1 else RMQ_LOOKUP_CANNOT_ANSWER
         if self._kc is not None and begin <= 0 and end == INT64_MAX:
             # the cache names the newest entry of the key's hash: when its record is this key's,
             # no newer message has the key; anything else (a collision, a record gone) walks
@@ -504,25 +512,25 @@ cdef class KeyLookup:
             if got is not None:
                 return got
         ok, got = self._find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
-        return got if ok else 2
+        return got if ok else RMQ_LOOKUP_CANNOT_ANSWER
 
     def offsets_now(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num):
         """``find(...)``'s exact offsets for ``query_by_key``, with the CommitLog's end read as
-        ``newest_body`` reads it. Returns the ascending list, 1 (dispatch first, then ask again) or
-        2 (the general path must answer)."""
+        ``newest_body`` reads it. Returns the ascending list, LOOKUP_DISPATCH_FIRST (dispatch, then ask
+        again) or LOOKUP_CANNOT_ANSWER (the general path must answer)."""
         return self._offsets_now(topic, key, begin, end, max_num, self._end_now())
 
     cdef object _offsets_now(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num,
                              int64_t cl_end):
         if cl_end < 0:
-            return 1 if cl_end == -1 else 2
+            return RMQ_LOOKUP_DISPATCH_FIRST if cl_end == -1 else RMQ_LOOKUP_CANNOT_ANSWER
         if self._kc is not None and begin <= 0 and end == INT64_MAX and max_num > 0:
             # a key hash indexed once: its one entry is all the walk would find
             got = self._cached_offsets(topic, key, cl_end)
             if got is not None:
                 return got
         ok, got = self._find(topic, key, begin, end, min(max_num, self._max_num), 0, cl_end, True, False)
-        return got if ok else 2
+        return got if ok else RMQ_LOOKUP_CANNOT_ANSWER
 
     def messages_now(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, factory):
         """See ``_messages_now``."""
@@ -531,7 +539,7 @@ cdef class KeyLookup:
     cdef object _messages_now(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, factory):
         """``offsets_now`` with each match decoded: ``[factory(offset, raw)]`` in ascending offset
         order, ``raw`` the tuple ``codec.decode_record`` returns (the records were checked, CRC
-        included, by the lookup); or 1 / 2 as ``offsets_now`` answers.
+        included, by the lookup); or an outcome (layout.LOOKUP_*) as ``offsets_now`` answers.
 
         Each record is decoded under its own export of the file's map (decoding a large body lets
         the GIL go, and a release() meanwhile must not unmap it), and ``factory`` runs only after
@@ -556,7 +564,7 @@ cdef class KeyLookup:
         built = True
         for o in <list>got:  # cl_end >= 0 here: the offsets are an answer
             if self._released:
-                return 2  # released meanwhile (files changed)
+                return RMQ_LOOKUP_CANNOT_ANSWER  # released meanwhile (files changed)
             off = o
             lo = self._file_of(off)
             pos = off - self._from[lo]
@@ -565,7 +573,7 @@ cdef class KeyLookup:
                 limit = min(<int64_t>view.len, cl_end - self._from[lo])
                 st = rmq_check_record(<const unsigned char *>view.buf, pos, limit, False, &size, &rec)
                 if st != RMQ_ST_MSG:
-                    return 2  # checked a moment ago: let the general path look again
+                    return RMQ_LOOKUP_CANNOT_ANSWER  # checked a moment ago: let the general path look again
                 m = make_message(factory, off, <const unsigned char *>view.buf, &rec)
                 if m is None:
                     built = False
@@ -712,7 +720,7 @@ cdef class LookupFront:
         cdef KeyLookup lk = self.current
         cdef int64_t b, e
         if lk is not None and type(topic) is str and type(key) is str and _i64(begin, &b) and _i64(end, &e):
-            got = lk._newest_body(topic, key, b, e)  # 2 when released since it was set (files changed)
+            got = lk._newest_body(topic, key, b, e)  # LOOKUP_CANNOT_ANSWER when released since it was set (files changed)
             if type(got) is not int:
                 return got
         return self._general(topic, key, begin, end)
@@ -730,7 +738,7 @@ cdef class LookupFront:
         cdef int64_t b, e, n
         if (lk is not None and raw is False and type(topic) is str and type(key) is str and _i64(begin, &b)
                 and _i64(end, &e) and _i64(max_num, &n)):
-            got = lk._messages_now(topic, key, b, e, n, self._message)  # 2 when released since it was set
+            got = lk._messages_now(topic, key, b, e, n, self._message)  # LOOKUP_CANNOT_ANSWER when released since it was set
             if type(got) is list:
                 return got
         return self._query(topic, key, begin, end, max_num, raw)

@@ -48,10 +48,22 @@ from ..layout import (
     MAGIC_V2,
     MIN_RECORD_SIZE,
     NCOLUMNS,
+    SELECT_FOUND,
+    SELECT_NO_MATCH,
+    SELECT_REMOVING,
+    SPECIAL_FLAGS,
+    SPECIAL_KEYS,
+    SPECIAL_QUEUE_POS,
     ST_END,
     ST_MSG,
+    STOP_INDEX,
+    STOP_NONE,
+    STOP_QUEUE,
+    STOP_SEG,
+    STOP_SPECIAL,
     TRANSACTION_MASK,
 )
+from ..kernel_results import DispatchRun
 from ..wire import SCHEDULE_TOPIC
 from . import codec as _codec
 from . import notify as _notify
@@ -263,21 +275,11 @@ def sparse_points(sizes: Any, since: int, interval: int, out: Any) -> tuple[int,
 
 # -- Dispatcher: ReputMessageService's whole per-record work -------------------------------------
 
-STOP_NONE = 0  # ran to ``limit``, or the walk met a status (returned as ``status``)
-STOP_QUEUE = 1  # record needs its queue (a, b, c, d = topic position, topic length, queue id, queue offset)
-STOP_SPECIAL = 2  # record needs the general path (a = 0: delay topic / invalid UTF-8; 1: odd queue position;
-#                   2: more keys than the scratch holds)
-STOP_INDEX = 3  # the index file is full or unbound before a record's key a: roll, bind, resume with first_key=a
-STOP_SEG = 4  # seg_out is full
 _CHUNK = 4000
 _HINT_CAP_MIN = 16  # records a batch takes from hints right after a stop
 _STRUCT_UNIT = struct.Struct(">qiq")
 
 
-# select_units statuses (GetMessageStatus of the unit loop)
-SELECT_NO_MATCH = 0
-SELECT_FOUND = 1
-SELECT_REMOVING = 2
 _CQ_UNIT = np.dtype(CQ_UNIT_FIELDS)
 
 
@@ -363,9 +365,9 @@ class Dispatcher:
 
     ``first_key`` applies to the record at ``pos`` only (resuming after STOP_INDEX). With ``live``
     (the appender's int64[1] global end of complete records), the run goes on past ``limit`` to
-    what the writer has completed since, up to ``live_cap`` (a position in this file). Returns
-    ``(count, end_pos, status, stop, a, b, c, d, max_ts, n_seg)``: records fully applied, where they
-    end (where to resume), the walk's status, the stop reason and its arguments, the largest store
+    what the writer has completed since, up to ``live_cap`` (a position in this file). Returns a
+    ``DispatchRun`` (rmqcore.kernel_results): records fully applied, where they end (where to
+    resume), the walk's status, the stop reason (layout.STOP_*) and what it needs, the largest store
     time applied (-1 without) and the segment entries written.
     """
 
@@ -650,14 +652,14 @@ class Dispatcher:
                     cnt, end_pos, st, _nk = dispatch_batch(buf, at, limit, cols[:, :parse_cap], disp[:, :parse_cap],
                                                            keys, verify_crc)
             except ValueError:
-                stop, args, st = STOP_SPECIAL, (2, 0, 0, 0), ST_MSG
+                stop, args, st = STOP_SPECIAL, (SPECIAL_KEYS, 0, 0, 0), ST_MSG
                 break
             for j in range(cnt):
                 rpos, size = int(cols[C_POSITION, j]), int(cols[C_SIZE, j])
                 phys, tran = file_from + rpos, int(cols[C_SYS_FLAG, j]) & 0xC
                 ts = int(cols[C_STORE_TIMESTAMP, j])
                 if int(disp[D_FLAGS, j]) & 3:
-                    stop, args = STOP_SPECIAL, (0, 0, 0, 0)
+                    stop, args = STOP_SPECIAL, (SPECIAL_FLAGS, 0, 0, 0)
                     break
                 tags = int(disp[D_TAGS_CODE, j])
                 if tran in (0, 0x8):
@@ -684,7 +686,7 @@ class Dispatcher:
                                 sl[7] = True
                                 self._pend.append(sl)
                         elif expected == 0 or expected > current:
-                            stop, args = STOP_SPECIAL, (1, 0, 0, 0)
+                            stop, args = STOP_SPECIAL, (SPECIAL_QUEUE_POS, 0, 0, 0)
                             break
                 if index_on:
                     if self._idx is None:
@@ -746,4 +748,4 @@ class Dispatcher:
             gr[0] = self._gil_seq
         if stop == STOP_NONE and st == ST_MSG and at >= limit:
             st = ST_END
-        return (done, at, st, stop, *args, max_ts, nseg)
+        return DispatchRun(done, at, st, stop, *args, max_ts, nseg)

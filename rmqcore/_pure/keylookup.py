@@ -14,8 +14,9 @@ UTF-8, a key that is not encodable. ``answer`` is the ascending list of matching
 ``newest_body`` the stored body of the match with the highest offset (None without a match).
 
 The lookup holds no locks; the store rebuilds it whenever a file is added or removed, and
-releases it before any file is unmapped. A released lookup answers every call with 2 (``find``:
-``(False, None)``): the general path, over a current lookup, answers instead.
+releases it before any file is unmapped. A released lookup answers every call with
+LOOKUP_CANNOT_ANSWER (``find``: ``(False, None)``): the general path, over a current lookup, answers
+instead.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, IndexCorruptError
-from ..layout import ST_BLANK, ST_END, ST_MSG
+from ..layout import LOOKUP_CANNOT_ANSWER, LOOKUP_DISPATCH_FIRST, ST_BLANK, ST_END, ST_MSG
 from . import codec as _codec
 from . import indexfile as _index
 from .hashing import index_key_hash
@@ -93,7 +94,7 @@ class KeyCache:
         taken in once), so an index walk without a time window would find exactly it."""
         if key_hash not in self._newest:
             return 0
-        return 2 if key_hash in self._multi else 1
+        return LOOKUP_CANNOT_ANSWER if key_hash in self._multi else 1
 
     def _ingest(self, name: Any, buf: Any, slots: int, entries: int) -> None:
         count = min(_I32.unpack_from(buf, 36)[0], entries)  # entries [1, count) are written
@@ -146,20 +147,20 @@ class KeyLookup:
 
     def release(self) -> None:
         # The buffers stay listed: a query under way when a finalizer releases the lookup ends over
-        # them and answers 2 (see _guarded); the native twin holds exports instead.
+        # them and answers LOOKUP_CANNOT_ANSWER (see _guarded); the native twin holds exports instead.
         self._released = True
 
     def _guarded(self, fn: Callable[..., _T], *args: Any) -> _T | int:
-        """``fn(*args)``, or 2 (the general path must answer) when the lookup was released meanwhile
+        """``fn(*args)``, or LOOKUP_CANNOT_ANSWER (the general path must answer) when the lookup was released meanwhile
         (by a finalizer, say: the query then ends over the buffers it listed, and a map closed
         under it raises ValueError)."""
         try:
             got = fn(*args)
         except ValueError:
             if self._released:
-                return 2
+                return LOOKUP_CANNOT_ANSWER
             raise
-        return 2 if self._released else got
+        return LOOKUP_CANNOT_ANSWER if self._released else got
 
     def find(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_min: int, cl_end: int,
              verify_crc: bool, newest_body: bool) -> tuple[bool, Any]:
@@ -206,17 +207,17 @@ class KeyLookup:
 
     def offsets_raw(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int] | int:
         """The raw answer (``MessageStore.query_offsets``): the walk's offsets, hash matches only and
-        no record read, sorted ascending; 2 when the general path must answer."""
+        no record read, sorted ascending; LOOKUP_CANNOT_ANSWER when the general path must answer."""
         if self._released:
-            return 2
+            return LOOKUP_CANNOT_ANSWER
         try:
             topic.encode("utf-8")
             key.encode("utf-8")
         except UnicodeEncodeError:
-            return 2
+            return LOOKUP_CANNOT_ANSWER
         raw = self._guarded(self._walk, topic, key, begin, end, max_num)
         if raw is None:
-            return 2
+            return LOOKUP_CANNOT_ANSWER
         return raw if isinstance(raw, int) else sorted(raw)
 
     def _check_hit(self, off: int, tb: bytes, kb: bytes, cl_min: int, cl_end: int,
@@ -258,11 +259,11 @@ class KeyLookup:
     def newest_body(self, topic: str, key: str, begin: int, end: int) -> bytes | None | int:
         """``find(..., newest_body=True)`` for ``MessageStore.lookup``: the end of the CommitLog is the
         appender's published end (``live``; ``static_end`` while it publishes none), and when the
-        store's ``dispatched`` end is behind it the answer is 1 (dispatch first, then ask again).
-        Returns bytes or None, 1, or 2 when the general path must answer."""
+        store's ``dispatched`` end is behind it the answer is LOOKUP_DISPATCH_FIRST
+        (dispatch, then ask again). Returns bytes or None, LOOKUP_DISPATCH_FIRST, or LOOKUP_CANNOT_ANSWER (the general path answers)."""
         cl_end = self._end_now()
         if cl_end < 0:
-            return 1 if cl_end == -1 else 2
+            return LOOKUP_DISPATCH_FIRST if cl_end == -1 else LOOKUP_CANNOT_ANSWER
         return self._guarded(self._newest_body, topic, key, begin, end, cl_end)
 
     def _newest_body(self, topic: str, key: str, begin: int, end: int, cl_end: int) -> bytes | None | int:
@@ -273,29 +274,29 @@ class KeyLookup:
             if got is not None:
                 return got
         ok, got = self.find(topic, key, begin, end, self._max_num, 0, cl_end, True, True)
-        return got if ok else 2
+        return got if ok else LOOKUP_CANNOT_ANSWER
 
     def offsets_now(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int] | int:
         """``find(...)``'s exact offsets for ``query_by_key``, with the CommitLog's end read as
-        ``newest_body`` reads it. Returns the ascending list, 1 (dispatch first, then ask again) or
-        2 (the general path must answer)."""
+        ``newest_body`` reads it. Returns the ascending list, LOOKUP_DISPATCH_FIRST (dispatch, then ask
+        again) or LOOKUP_CANNOT_ANSWER (the general path must answer)."""
         return self._guarded(self._offsets_now, topic, key, begin, end, max_num, self._end_now())
 
     def _offsets_now(self, topic: str, key: str, begin: int, end: int, max_num: int, cl_end: int) -> list[int] | int:
         if cl_end < 0:
-            return 1 if cl_end == -1 else 2
+            return LOOKUP_DISPATCH_FIRST if cl_end == -1 else LOOKUP_CANNOT_ANSWER
         if self._cache is not None and begin <= 0 and end == _NO_END and max_num > 0:
             # a key hash indexed once: its one entry is all the walk would find
             got = self._cached_offsets(topic, key, cl_end)
             if got is not None:
                 return got
         ok, got = self.find(topic, key, begin, end, min(max_num, self._max_num), 0, cl_end, True, False)
-        return got if ok else 2
+        return got if ok else LOOKUP_CANNOT_ANSWER
 
     def messages_now(self, topic: str, key: str, begin: int, end: int, max_num: int, factory: Any) -> Any:
         """``offsets_now`` with each match decoded: ``[factory(offset, raw)]`` in ascending offset
         order, ``raw`` the tuple ``codec.decode_record`` returns (the records were checked, CRC
-        included, by the lookup); or 1 / 2 as ``offsets_now`` answers."""
+        included, by the lookup); or an outcome (layout.LOOKUP_*) as ``offsets_now`` answers."""
         return self._guarded(self._messages_now, topic, key, begin, end, max_num, factory, self._end_now())
 
     def _messages_now(self, topic: str, key: str, begin: int, end: int, max_num: int, factory: Any,
@@ -310,7 +311,7 @@ class KeyLookup:
             limit = min(len(memoryview(buf)), cl_end - base)
             st, _size = _codec.check_record(buf, off - base, limit, False)
             if st != ST_MSG:
-                return 2  # checked a moment ago: let the general path look again
+                return LOOKUP_CANNOT_ANSWER  # checked a moment ago: let the general path look again
             out.append(factory(off, _codec.decode_record(buf, off - base, limit, False)))
         return out
 
@@ -390,7 +391,7 @@ class LookupFront:
     def _lookup(self, topic: str, key: str, begin: int, end: int) -> Any:
         lk = self.current
         if lk is not None and _plain(topic, key, begin, end):
-            got = lk.newest_body(topic, key, begin, end)  # 2 when released since it was set (files changed)
+            got = lk.newest_body(topic, key, begin, end)  # LOOKUP_CANNOT_ANSWER when released since it was set (files changed)
             if type(got) is not int:
                 return got
         return self._general(topic, key, begin, end)
@@ -403,7 +404,7 @@ class LookupFront:
     def _query_by_key(self, topic: str, key: str, begin: int, end: int, max_num: int, raw: bool) -> Any:
         lk = self.current
         if lk is not None and raw is False and _plain(topic, key, begin, end, max_num):
-            got = lk.messages_now(topic, key, begin, end, max_num, self._message)  # 2 when released since
+            got = lk.messages_now(topic, key, begin, end, max_num, self._message)  # LOOKUP_CANNOT_ANSWER when released since
             if type(got) is list:
                 return got
         return self._query(topic, key, begin, end, max_num, raw)
