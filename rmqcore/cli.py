@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from . import geometry as _geo
 from . import layout as L
 from .commitlog import Blank, CommitLog, ScanStop
 from .errors import (
@@ -90,17 +91,6 @@ def _store_root(args: argparse.Namespace, need_commitlog: bool = True) -> Path:
     return store
 
 
-def _detect_file_size(directory: Path, default: int) -> int:
-    """The file size of a directory of fixed-size files: the size of its first named file."""
-    if directory.is_dir():
-        for p in sorted(directory.iterdir()):
-            if L.file_name_to_offset(p.name) is not None and p.is_file():
-                size = p.stat().st_size
-                if size > 0:
-                    return size
-    return default
-
-
 def _iso(ms: int) -> str:
     """A store time (ms since the epoch) as ISO 8601 UTC; ``-`` for 0 (never set)."""
     if ms <= 0:
@@ -153,7 +143,8 @@ def _emit(obj: dict[str, Any]) -> None:
 
 def _cmd_dump_commitlog(args: argparse.Namespace) -> int:
     store = _store_root(args)
-    size = args.commitlog_file_size or _detect_file_size(store / "commitlog", L.DEFAULT_COMMITLOG_FILE_SIZE)
+    values = _geo.resolve(store, _geometry(args)).values
+    size = values.get("commitlog_file_size", L.DEFAULT_COMMITLOG_FILE_SIZE)
     status = 0
     with CommitLog(store, file_size=size, read_only=True, recover=False) as cl:
         for item in cl.iter_records(args.from_offset, verify_crc=not args.no_crc):
@@ -212,13 +203,11 @@ def _open_store(args: argparse.Namespace, index: bool = False) -> Any:
 def _full_geometry(args: argparse.Namespace, store: Path) -> dict[str, Any]:
     """The geometry options plus the index geometry inferred from the index files when neither
     the options nor ``rmqcore.json`` give it."""
-    from .config import load_geometry
-
-    geometry = _geometry(args)
-    saved = load_geometry(store) or {}
-    if not ({"index_slots", "index_entries"} & (geometry.keys() | saved.keys())):
-        geometry.update(_index_geometry(store / "index"))
-    return geometry
+    given = _geometry(args)
+    saved = _geo.load(store) or {}
+    if not ({"index_slots", "index_entries"} & (given.keys() | saved.keys())):
+        given.update(_index_geometry(store / "index"))
+    return given
 
 
 def _index_geometry(directory: Path) -> dict[str, int]:
@@ -550,11 +539,9 @@ def _cmd_offset_by_time(args: argparse.Namespace) -> int:
 # -- store state: flavour, checkpoint, lock ---------------------------------------------------------
 def _detect_flavour(store: Path, forced: int | None = None) -> tuple[int, str]:
     """Which RocketMQ wrote the store (4 or 5) and why we think so; nothing is written."""
-    from .config import load_geometry
-
     if forced is not None:
         return forced, "--flavour"
-    saved = load_geometry(store) or {}
+    saved = _geo.load(store) or {}
     if "flavour" in saved:
         return int(saved["flavour"]), "rmqcore.json"
     if (store / "abort.bak").exists():
@@ -695,12 +682,11 @@ def _index_listing(directory: Path) -> list[dict[str, Any]]:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from .config import detect_file_size, load_geometry
     from .store import MessageStore
 
     store = _store_root(args)
     flavour, flavour_reason = _detect_flavour(store)
-    saved = load_geometry(store) or {}
+    saved = _geo.load(store) or {}
     given = _geometry(args)
     sources: dict[str, str] = {}
     for k in ("commitlog_file_size", "cq_file_size", "index_slots", "index_entries"):
@@ -716,7 +702,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         cl = s.commitlog
         geometry: dict[str, Any] = {"commitlog_file_size": cfg.commitlog_file_size, "cq_file_size": cfg.cq_file_size}
         for k, dname in (("commitlog_file_size", "commitlog"), ("cq_file_size", "consumequeue")):
-            sources[k] = sources[k] or ("files" if detect_file_size(store / dname) else "default")
+            sources[k] = sources[k] or ("files" if _geo.detect_file_size(store / dname) else "default")
         if sources["index_slots"].startswith("unknown"):
             geometry["index_slots"] = geometry["index_entries"] = None
         else:

@@ -1,15 +1,12 @@
-"""Store configuration (MessageStoreConfig's knobs that shape files and behaviour) and its persistence.
+"""Store configuration (MessageStoreConfig's knobs that shape files and behaviour) and argument checks.
 
 Geometry (file sizes, index slots and entries) is written to ``<store>/rmqcore.json`` when rmqcore
-creates a store and read back on open; for stores rmqcore did not create it is taken from the
-arguments, else from the files (commitlog/CQ file sizes), else RocketMQ's defaults.
+creates a store and read back on open; ``rmqcore.geometry.resolve`` is the rule.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import operator
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,13 +14,16 @@ from typing import Any
 
 import numpy as np
 
+from . import geometry as _geometry
 from . import layout as L
 from .errors import ConfigError, InvalidMessageError
+from .geometry import GEOMETRY_FILE, GEOMETRY_KEYS, detect_file_size
 
 __all__ = ["StoreConfig", "GEOMETRY_FILE", "load_geometry", "save_geometry", "detect_file_size"]
 
-GEOMETRY_FILE = "rmqcore.json"
-GEOMETRY_KEYS = ("commitlog_file_size", "cq_file_size", "index_slots", "index_entries", "flavour")
+# the geometry's file and rule live in rmqcore.geometry; these names stay for callers of this module
+load_geometry = _geometry.load
+save_geometry = _geometry.save
 
 
 @dataclass(frozen=True)
@@ -155,53 +155,6 @@ def _check_field(cfg: StoreConfig, name: str, kind: Any) -> None:
             raise ConfigError(f"{name} must be a str, not {type(v).__name__}")
     elif name == "clock" and v is not None and not callable(v):
         raise ConfigError(f"clock must be a callable returning milliseconds, or None, not {v!r}")
-
-
-def detect_file_size(directory: Path) -> int | None:
-    """The size of the first 20-digit-named non-empty file below ``directory`` (recursively for CQs)."""
-    if not directory.is_dir():
-        return None
-    for root, dirs, files in os.walk(directory):
-        dirs.sort()
-        for name in sorted(files):
-            if L.file_name_to_offset(name) is not None:
-                size = os.path.getsize(os.path.join(root, name))
-                if size > 0:
-                    return size
-    return None
-
-
-def load_geometry(store_dir: Path) -> dict[str, int] | None:
-    """The geometry saved in ``<store>/rmqcore.json`` (None when there is none).
-
-    Raises:
-        ConfigError: the file does not parse, is not a JSON object, or a value is not a JSON integer
-            (``1e400``, ``16384.9``, ``"8192"`` and ``true`` are refused, never rounded).
-    """
-    p = store_dir / GEOMETRY_FILE
-    if not p.exists():
-        return None
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
-        raise ConfigError(f"{p}: unreadable geometry ({e})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{p}: the geometry is not a JSON object")
-    out = {}
-    for k in GEOMETRY_KEYS:
-        if k in data:
-            v = data[k]
-            if type(v) is not int:
-                raise ConfigError(f"{p}: {k} must be a JSON integer, not {json.dumps(v)[:40]}")
-            out[k] = v
-    return out
-
-
-def save_geometry(store_dir: Path, cfg: StoreConfig) -> None:
-    p = store_dir / GEOMETRY_FILE
-    tmp = p.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({k: getattr(cfg, k) for k in GEOMETRY_KEYS}, indent=1) + "\n")
-    os.replace(tmp, p)
 
 
 def int_arg(value: Any, name: str) -> int:

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _impl
+from . import _impl, geometry
 from . import layout as L
 from . import live as _live
 from .checkpoint import StoreCheckpoint
@@ -52,12 +52,9 @@ from .config import (
     StoreConfig,
     bool_arg,
     bound_arg,
-    detect_file_size,
     int_arg,
-    load_geometry,
     path_arg,
     real_arg,
-    save_geometry,
 )
 from .configfiles import dumps_fastjson, load_with_bak, persist
 from .consumequeue import (
@@ -281,25 +278,10 @@ class MessageStore:
 
     def _init(self, cfg: StoreConfig, overrides: dict[str, Any]) -> None:
         read_only = self.read_only
-        saved = load_geometry(self.store_dir)
-        geometry: dict[str, Any] = {}
-        if saved:
-            geometry.update(saved)
-        else:  # a foreign store: take sizes from its files when not given
-            if "commitlog_file_size" not in overrides:
-                cl_size = detect_file_size(self.store_dir / "commitlog")
-                if cl_size:
-                    geometry["commitlog_file_size"] = cl_size
-            if "cq_file_size" not in overrides:
-                cq_size = detect_file_size(self.store_dir / "consumequeue")
-                if cq_size:
-                    geometry["cq_file_size"] = cq_size
-        geometry.update(overrides)
-        if saved:
-            for k, v in saved.items():
-                if k in overrides and overrides[k] != v:
-                    raise ConfigError(f"{self.store_dir} was created with {k}={v}, not {overrides[k]}")
-        self.config = cfg = cfg.replace(**geometry) if geometry else cfg
+        geo = geometry.resolve(self.store_dir, overrides)
+        self.config = cfg = cfg.replace(**geo.values) if geo.values else cfg
+        # rmqcore wrote the store as 5.x does: a record's properties end with a separator
+        self._strict_tail = bool(geo.saved and geo.saved.get("flavour") == 5)
         self._closed = False
         self._gate = new_gate(f"the store {self.store_dir} is closed", self.impl)
         self._close_lock = threading.Lock()  # one close at a time; a second one returns once it is closed
@@ -314,7 +296,7 @@ class MessageStore:
         self._lock: StoreLock | None = None if read_only else StoreLock(self.store_dir)
         self._open_failed = False
         try:
-            self._open(cfg, fresh=saved is None, follow=self._follow)
+            self._open(cfg, fresh=geo.saved is None, follow=self._follow)
             if self._follower is not None:
                 self._follower.attach(self)
         except BaseException:
@@ -403,7 +385,7 @@ class MessageStore:
             self._notify.begin()
         self._recover()
         if not self.read_only and fresh:
-            save_geometry(self.store_dir, cfg)
+            geometry.save(self.store_dir, cfg)
         if not self.read_only:
             cl = self.commitlog
             if cfg.flush_disk_type == "SYNC_FLUSH":
@@ -551,8 +533,7 @@ class MessageStore:
     def _cut_commitlog(self, end: int, reason: str) -> None:
         """End the CommitLog at ``end``: the cut bytes are zeroed, or kept in quarantine when they hold
         valid records (then a RecoveryCutWarning says what was cut and where it is)."""
-        saved = load_geometry(self.store_dir)
-        strict = bool(saved and saved.get("flavour") == 5)
+        strict = self._strict_tail
         cut = cut_commitlog(self.commitlog, end, reason, lambda m: record_sound(m, strict), self.store_dir,
                             self.config.flavour)
         self.commitlog.set_end(end)
@@ -687,8 +668,7 @@ class MessageStore:
             return start, True
         if m is None or m.position + m.size != end:
             return end, False
-        saved = load_geometry(self.store_dir)
-        if not record_sound(m, bool(saved and saved.get("flavour") == 5)):
+        if not record_sound(m, self._strict_tail):
             return start, True
         return end, False
 

@@ -19,18 +19,18 @@ MAX_MODULE_LINES = 800
 MAX_CLASS_LINES = 500
 
 TOO_BIG = {
-    "cli.py": 1051,
-    "indexfile.py": 911,
+    "cli.py": 1037,
+    "indexfile.py": 880,
     "kafka/segment.py": 803,
     "live.py": 1047,
-    "store.py": 2060,
+    "store.py": 2040,
     "_native/appender.pyx": 997,
-    "_native/codec.pyx": 1210,
-    "_native/dispatch.pyx": 1099,
-    "commitlog.py:CommitLog": 613,
-    "store.py:MessageStore": 1814,
+    "_native/codec.pyx": 1209,
+    "_native/dispatch.pyx": 1097,
+    "commitlog.py:CommitLog": 612,
+    "store.py:MessageStore": 1797,
     "_native/appender.pyx:Appender": 548,
-    "_native/dispatch.pyx:Dispatcher": 674,
+    "_native/dispatch.pyx:Dispatcher": 667,
 }
 
 _PYX_CLASS = re.compile(r"(?:cdef |cpdef )?class (\w+)")

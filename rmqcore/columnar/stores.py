@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import layout as L
 from ..errors import DirectoryNotFoundError
+from ..geometry import resolve
 
 __all__ = ["store_dirs", "geometry", "open_commitlog", "raise_if_data_after"]
 
@@ -31,24 +32,17 @@ def store_dirs(path: str) -> list[str]:
 
 
 def geometry(store_dir: str, commitlog_file_size: Any = None, cq_file_size: Any = None) -> tuple[int, int]:
-    """(CommitLog file size, consume-queue file size): the given ones, else ``rmqcore.json``'s, else
-    the files' sizes, else RocketMQ's defaults (as MessageStore resolves them)."""
-    from ..config import detect_file_size, load_geometry
+    """(CommitLog file size, consume-queue file size) as MessageStore opens the store with them
+    (``rmqcore.geometry.resolve``; a given size that is None or 0 is not given).
 
-    saved = load_geometry(Path(store_dir)) or {}
-    cl = (
-        commitlog_file_size
-        or saved.get("commitlog_file_size")
-        or detect_file_size(Path(store_dir) / "commitlog")
-        or L.DEFAULT_COMMITLOG_FILE_SIZE
-    )
-    cq = (
-        cq_file_size
-        or saved.get("cq_file_size")
-        or detect_file_size(Path(store_dir) / "consumequeue")
-        or L.DEFAULT_CQ_FILE_SIZE
-    )
-    return int(cl), int(cq)
+    Raises:
+        ConfigError: a given size differs from the one the store was created with.
+    """
+    sizes = (("commitlog_file_size", commitlog_file_size), ("cq_file_size", cq_file_size))
+    given = {k: int(v) for k, v in sizes if v}
+    values = resolve(Path(store_dir), given).values
+    return (int(values.get("commitlog_file_size", L.DEFAULT_COMMITLOG_FILE_SIZE)),
+            int(values.get("cq_file_size", L.DEFAULT_CQ_FILE_SIZE)))
 
 
 def open_commitlog(store_dir: str, file_size: int, end: int | None = None, recover: bool = True) -> Any:

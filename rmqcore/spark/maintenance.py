@@ -38,7 +38,9 @@ from typing import Any
 import numpy as np
 
 from .. import layout as L
+from ..config import StoreConfig
 from ..errors import StoreLockedError
+from ..geometry import resolve
 from ..storelock import StoreLock
 from ..verify import Problem
 
@@ -218,24 +220,6 @@ def _task(item: tuple[str, int, bool]) -> tuple[FileCheck, list[dict[str, Any]] 
 
 
 # -- driver side ---------------------------------------------------------------------------------------
-def _geometry(store_dir: Path, overrides: dict[str, Any]) -> Any:
-    from ..config import StoreConfig, detect_file_size, load_geometry
-
-    saved = load_geometry(store_dir)
-    geo: dict[str, Any] = dict(saved or {})
-    if not saved:
-        if "commitlog_file_size" not in overrides:
-            size = detect_file_size(store_dir / "commitlog")
-            if size:
-                geo["commitlog_file_size"] = size
-        if "cq_file_size" not in overrides:
-            size = detect_file_size(store_dir / "consumequeue")
-            if size:
-                geo["cq_file_size"] = size
-    geo.update(overrides)
-    return StoreConfig().replace(**geo)
-
-
 def _commitlog_files(store_dir: Path) -> list[tuple[str, int]]:
     d = store_dir / "commitlog"
     out = []
@@ -346,7 +330,7 @@ def verify_and_rebuild(spark: Any, store_dir: str | os.PathLike[str], rebuild: b
     with path and absolute offset) and what was rebuilt.
     """
     store_dir = Path(store_dir).resolve()
-    cfg = _geometry(store_dir, geometry)
+    cfg = StoreConfig().replace(**resolve(store_dir, geometry).values)
     rep = MaintenanceReport(str(store_dir))
     files = _commitlog_files(store_dir)
     sc = getattr(spark, "sparkContext", spark)
