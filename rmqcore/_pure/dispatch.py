@@ -28,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from ..kernel_results import DispatchRun
 from ..layout import (
-    CQ_UNIT_FIELDS,
-    CQ_UNIT_SIZE,
     C_POSITION,
     C_PROPERTIES_LEN,
     C_PROPERTIES_POS,
@@ -41,6 +40,8 @@ from ..layout import (
     C_SYS_FLAG,
     C_TOPIC_LEN,
     C_TOPIC_POS,
+    CQ_UNIT_FIELDS,
+    CQ_UNIT_SIZE,
     H_SEQ,
     HINT_CAPACITY,
     HINT_FIELDS,
@@ -63,7 +64,6 @@ from ..layout import (
     STOP_SPECIAL,
     TRANSACTION_MASK,
 )
-from ..kernel_results import DispatchRun
 from ..wire import SCHEDULE_TOPIC
 from . import codec as _codec
 from . import notify as _notify
