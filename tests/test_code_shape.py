@@ -19,7 +19,6 @@ MAX_MODULE_LINES = 800
 MAX_CLASS_LINES = 500
 
 TOO_BIG = {
-    "cli.py": 1037,
     "indexfile.py": 880,
     "kafka/segment.py": 803,
     "live.py": 1047,

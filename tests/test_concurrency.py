@@ -155,7 +155,7 @@ def test_asking_about_the_lock_in_the_writers_process_keeps_it(tmp_path: Path, i
     """``rmqcore info``'s lock query opens and closes the lock file, and closing any descriptor of
     it drops the process's fcntl lock: asked in the writer's own process, it answers from the
     registry, and another process is still refused."""
-    from rmqcore.cli import _lock_state
+    from rmqcore.cli.state import lock_state as _lock_state
 
     with MessageStore(tmp_path, impl=impl.name, **GEOM):
         state = _lock_state(tmp_path)
