@@ -535,7 +535,7 @@ def test_a_followers_commits_reach_the_writer_which_owns_the_offsets(tmp_path: P
     f2.commit_offset("g", "T", 0, 9)  # no writer running: it waits in the inbox ...
     f2.close()
     with _store(tmp_path, impl) as w2:  # ... for the next writer's open
-        assert w2._offsets["T@g"][0] == 9
+        assert w2._meta.offsets["T@g"][0] == 9
 
 
 def test_a_torn_inbox_line_is_dropped_with_a_warning(tmp_path: Path, impl: SimpleNamespace) -> None:

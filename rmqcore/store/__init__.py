@@ -30,7 +30,6 @@ import contextlib
 import errno
 import functools
 import os
-import re
 import threading
 import time
 import warnings
@@ -42,13 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from . import _impl, geometry
-from . import layout as L
-from . import live as _live
-from .checkpoint import StoreCheckpoint
-from .columnar.manifest import drop_copies
-from .commitlog import AppendResult, BatchAppendResult, CommitLog, raise_status
-from .config import (
+from .. import _impl, geometry
+from .. import layout as L
+from .. import live as _live
+from ..checkpoint import StoreCheckpoint
+from ..columnar.manifest import drop_copies
+from ..commitlog import AppendResult, BatchAppendResult, CommitLog, raise_status
+from ..config import (
     StoreConfig,
     bool_arg,
     bound_arg,
@@ -56,15 +55,15 @@ from .config import (
     path_arg,
     real_arg,
 )
-from .configfiles import dumps_fastjson, load_with_bak, persist
-from .consumequeue import (
+from ..configfiles import persist
+from ..consumequeue import (
     BOUNDARY_LOWER,
     BOUNDARY_NEAREST,
     BOUNDARY_UPPER,
     ConsumeQueue,
     put_grouped,
 )
-from .errors import (
+from ..errors import (
     ConfigError,
     CorruptionError,
     DiskFullError,
@@ -80,14 +79,15 @@ from .errors import (
     TooManyOpenFilesError,
     full_disk_is_error,
 )
-from .flush import AsyncFlushService, DurableAck, GroupCommitService
-from .lifecycle import gated, new_gate
-from .mappedfile import MapPool, open_files_budget
-from .message import MessageExt, compute_tags_code, decode_message_id
-from .recovery import QueueRepair, RecoveryReport, cut_commitlog, record_sound, unit_problem
-from .storelock import StoreLock
-from .warmahead import Region, WarmAhead, ahead_end, index_region
-from .wire import store_timestamp_at, utf8_text
+from ..flush import AsyncFlushService, DurableAck, GroupCommitService
+from ..lifecycle import gated, new_gate
+from ..mappedfile import MapPool, open_files_budget
+from ..message import MessageExt, compute_tags_code, decode_message_id
+from ..recovery import QueueRepair, RecoveryReport, cut_commitlog, record_sound, unit_problem
+from ..storelock import StoreLock
+from ..warmahead import Region, WarmAhead, ahead_end, index_region
+from ..wire import store_timestamp_at, utf8_text
+from .metadata import StoreMetadata, check_offset_key, is_int_text
 
 __all__ = [
     "MessageStore", "GetResult", "GetStatus", "StoreConfig", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST",
@@ -176,31 +176,6 @@ def _tag_codes(expr: str | None) -> set[int] | None:
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
 
-_INT_TEXT = re.compile(r"-?[0-9]+")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_int_text(v: Any) -> bool:
-    """A map key fastjson wrote bare (``{0:37960}``), quoted by loads_fastjson."""
-    return isinstance(v, str) and _INT_TEXT.fullmatch(v) is not None
-
-
-def _check_offset_key(group: Any, topic: Any) -> None:
-    """A consumer offset is keyed ``topic@group`` (consumerOffset.json): both str, neither with '@'
-    nor with a lone surrogate (the file is UTF-8, and a broker could not read the name back)."""
-    if not (isinstance(group, str) and isinstance(topic, str)):
-        raise ConfigError(f"group and topic must be str, not {type(group).__name__} and {type(topic).__name__}")
-    if "@" in topic or "@" in group:
-        raise InvalidMessageError("topic and group may not contain '@'")
-    for what, name in (("group", group), ("topic", topic)):
-        if not name.isascii():
-            utf8_text(name, what)
-
-
-# what the operating system says when the store's directory or files may not be written (or read)
 _ACCESS_ERRNOS = frozenset((errno.EACCES, errno.EPERM, errno.EROFS))
 
 
@@ -290,8 +265,8 @@ class MessageStore:
         self._live_consumers: Any = weakref.WeakSet()
         self._live_pool: Any = None
         self._live_lock = threading.Lock()
-        self._offsets_lock = threading.RLock()
-        self._inbox = _live.OffsetInbox(self.store_dir)
+        # topics.json and consumerOffset.json (followers' commits come in through the inbox)
+        self._meta = StoreMetadata(self.store_dir, cfg.flavour, read_only, _live.OffsetInbox(self.store_dir))
         # one writer per directory, in this process too (StoreLock); a failed open undoes it
         self._lock: StoreLock | None = None if read_only else StoreLock(self.store_dir)
         self._open_failed = False
@@ -332,7 +307,6 @@ class MessageStore:
             check_crc=cfg.check_crc_on_recover, recover=False, impl=self.impl, warm_next=cfg.warm_mapped_file,
             huge_pages=self._huge_pages, gate=self._gate,
         )
-        self._topics: dict[str, int] = {}
         self._views_out: dict[int, int] = {}  # record_views blocks open, per thread
         self._disk_full = False
         self._seek_cols = np.empty((L.NCOLUMNS, 64), dtype=np.int64)
@@ -375,9 +349,8 @@ class MessageStore:
         self._lookup_ncl = 0
         self._last_dispatched_ts = 0
         self._topic_names: list[str] = []
-        self._offsets: dict[str, dict[int, int]] = {}
-        self._load_consumer_offsets()
-        self._load_topics()
+        self._meta.load_offsets()
+        self._meta.load_topics()
         self._load_consume_queues()
         self.index = self._open_index(cfg)
         if not self.read_only:  # followers learn that a writer recovers before recovery changes a file
@@ -425,14 +398,14 @@ class MessageStore:
         if cfg.logics_warm_ahead > 0 and not self.read_only:
             self._logics_warmer = WarmAhead(self._warm_regions, _LOGICS_WARM_CHUNK, "rmqcore-logics-warm-ahead")
         if self._notify is not None:  # dispatch wakes the waiters of each queue it adds units to
-            self._drain_offset_inbox()
+            self._meta.drain_inbox()
             self._dispatcher.set_notify(self._notify.mm)
             self._notify.opened(self.reput_from_offset, self.commitlog.min_offset)
 
     def _open_index(self, cfg: StoreConfig) -> Any:
         if not cfg.message_index_enable:
             return None
-        from .indexfile import IndexService
+        from ..indexfile import IndexService
 
         return IndexService(
             self.store_dir, cfg.index_slots, cfg.index_entries, read_only=self.read_only, impl=self.impl
@@ -450,7 +423,7 @@ class MessageStore:
             except InvalidMessageError:
                 continue  # (the OS's undecodable bytes: no topic a broker or rmqcore could have written)
             for qdir in sorted(tdir.iterdir()):
-                if not qdir.is_dir() or not _is_int_text(qdir.name):
+                if not qdir.is_dir() or not is_int_text(qdir.name):
                     continue  # non-numeric queue dirs are skipped, as RocketMQ does
                 cq = ConsumeQueue(
                     self.store_dir, tdir.name, int(qdir.name), file_size=self.config.cq_file_size,
@@ -503,7 +476,7 @@ class MessageStore:
             first = False
             if self.read_only:
                 return
-            from .segindex import SegmentIndexService
+            from ..segindex import SegmentIndexService
 
             self.segindex = SegmentIndexService(self.store_dir, cl, interval=cfg.index_interval_bytes,
                                                 impl=self.impl)
@@ -704,64 +677,6 @@ class MessageStore:
         self.commitlog.set_end(end)
         return end
 
-    # -- config files ---------------------------------------------------------------------------------
-    def _load_consumer_offsets(self) -> None:
-        path = self.store_dir / "config" / "consumerOffset.json"
-        data = load_with_bak(path)
-        table = (data or {}).get("offsetTable", {}) if isinstance(data, dict) else {}
-        if not isinstance(table, dict):
-            raise CorruptionError("offsetTable is not a map", path=str(path))
-        for key, qmap in table.items():
-            # ConsumerOffsetManager.offsetTable: topic@group -> {queue id: offset}, integers only
-            if not isinstance(qmap, dict) or not all(_is_int_text(q) and _is_int(v) for q, v in qmap.items()):
-                raise CorruptionError(f"offsets of {key!r} are not a map of integers: {qmap!r:.80}", path=str(path))
-            self._offsets[key] = {int(q): v for q, v in qmap.items()}
-
-    def _persist_consumer_offsets(self) -> None:
-        table = {k: dict(v) for k, v in self._offsets.items()}
-        persist(self.store_dir / "config" / "consumerOffset.json", dumps_fastjson({"offsetTable": table}) + "\n")
-
-    def _load_topics(self) -> None:
-        self._topics_loaded = True
-        path = self.store_dir / "config" / "topics.json"
-        data = load_with_bak(path)
-        table = (data or {}).get("topicConfigTable", {}) if isinstance(data, dict) else {}
-        if not isinstance(table, dict):
-            raise CorruptionError("topicConfigTable is not a map", path=str(path))
-        for name, tc in table.items():
-            nq: Any = tc.get("writeQueueNums", 4) if isinstance(tc, dict) else None
-            if not _is_int(nq):
-                raise CorruptionError(f"topic {name!r} has no integer writeQueueNums: {tc!r:.80}", path=str(path))
-            self._topics[name] = int(nq)
-
-    def _persist_topics(self) -> None:
-        table = {}
-        for name, nq in sorted(self._topics.items()):
-            tc: dict[str, Any] = {
-                "order": False, "perm": 6, "readQueueNums": nq, "topicFilterType": "SINGLE_TAG",
-                "topicName": name, "topicSysFlag": 0, "writeQueueNums": nq,
-            }
-            if self.config.flavour >= 5:
-                tc["attributes"] = {}
-            table[name] = tc
-        persist(self.store_dir / "config" / "topics.json", dumps_fastjson({"topicConfigTable": table}) + "\n")
-
-    def _persist_topics_if_dirty(self) -> None:
-        if getattr(self, "_topics_dirty", False):
-            self._topics_dirty = False  # before the snapshot: a topic noted meanwhile is written next time
-            try:
-                self._persist_topics()
-            except BaseException:  # not written (a full disk): the next flush tries again
-                self._topics_dirty = True
-                raise
-
-    def _note_topic(self, topic: str, queue_id: int) -> None:
-        n = self._topics.get(topic)
-        if (n is None or queue_id >= n) and not self.read_only:
-            self._topics[topic] = max(4, queue_id + 1, n or 0)
-            if getattr(self, "_topics_loaded", False):
-                self._topics_dirty = True  # written by the next flush (periodic, and at close)
-
     # -- writing --------------------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
@@ -844,7 +759,7 @@ class MessageStore:
             cq = ConsumeQueue(self.store_dir, topic, queue_id, file_size=self.config.cq_file_size,
                               huge_pages=self._huge_pages, pool=self._map_pool)
             self.consume_queues[(topic, queue_id)] = cq
-            self._note_topic(topic, queue_id)
+            self._meta.note_topic(topic, queue_id)
         return cq
 
     @gated
@@ -1725,7 +1640,7 @@ class MessageStore:
             self._check_writable()
         else:
             self._check_open()
-        _check_offset_key(group, topic)
+        check_offset_key(group, topic)
         queue_id, offset = int_arg(queue_id, "queue_id"), int_arg(offset, "offset")
         if not 0 <= queue_id <= 0x7FFFFFFF:
             raise InvalidMessageError(f"queue_id {queue_id} is out of range [0, 2**31 - 1]")
@@ -1735,43 +1650,22 @@ class MessageStore:
         if self._follower is not None:
             self._follower.inbox.append(key, queue_id, offset)
             return
-        with self._offsets_lock:  # commits of other threads: one table written at a time
-            self._drain_offset_inbox()  # followers' commits made before this one come first
-            before = self._offsets.get(key)
-            self._offsets[key] = {**(before or {}), queue_id: offset}
-            try:
-                self._persist_consumer_offsets()
-            except BaseException:  # not committed (DiskFullError...): fetch_offset keeps the old answer
-                if before is None:
-                    del self._offsets[key]
-                else:
-                    self._offsets[key] = before
-                raise
+        self._meta.commit(key, queue_id, offset)
 
     def fetch_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset of ``group`` on a queue, -1 when none (queryOffset); followers'
         commits included."""
-        _check_offset_key(group, topic)
+        check_offset_key(group, topic)
         queue_id = int_arg(queue_id, "queue_id")
         if self._follower is not None:
             return self._follower.fetch_offset(f"{topic}@{group}", queue_id)
         if not self.read_only and not self._closed:
-            self._drain_offset_inbox()
-        return self._offsets.get(f"{topic}@{group}", {}).get(queue_id, -1)
-
-    def _drain_offset_inbox(self) -> None:
-        """Apply the consumer offsets followers committed, in their order, and persist them."""
-        def apply(lines: list[tuple[str, int, int]]) -> None:
-            for key, qid, off in lines:
-                self._offsets[key] = {**self._offsets.get(key, {}), qid: off}
-            self._persist_consumer_offsets()
-
-        with self._offsets_lock:
-            self._inbox.drain(apply)
+            self._meta.drain_inbox()
+        return self._meta.fetch(f"{topic}@{group}", queue_id)
 
     def topics(self) -> dict[str, int]:
         """Known topics and their queue counts (config/topics.json)."""
-        return dict(self._topics)
+        return dict(self._meta.topics)
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     @gated
@@ -1784,7 +1678,7 @@ class MessageStore:
         """``flush`` outside the gate (close)."""
         self._caught_up()
         self.commitlog._flush()
-        self._persist_topics_if_dirty()
+        self._meta.persist_topics_if_dirty()
         ts = self._last_dispatched_ts  # before the syncs: what the reput thread adds meanwhile may miss them
         if ts > 0:
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, ts)
@@ -1822,8 +1716,8 @@ class MessageStore:
         dirtied all over, would cost a long msync every second under load.)"""
         if self._closed:
             return
-        self._persist_topics_if_dirty()
-        self._drain_offset_inbox()
+        self._meta.persist_topics_if_dirty()
+        self._meta.drain_inbox()
         # what is dispatched at this instant is in the page cache before the syncs start, so they
         # make it durable; dispatch goes on meanwhile (a sync of a busy index file takes 100+ ms,
         # and reads dispatch first: holding the dispatch lock stalled every read that long)
@@ -1868,7 +1762,7 @@ class MessageStore:
         try:
             self._stop_threads()
             if not self.read_only:
-                self._drain_offset_inbox()
+                self._meta.drain_inbox()
                 self._dispatch(None, False)
                 self._flush()
                 if self._group_commit is not None:  # acks still held by producers see the close's flush
