@@ -35,7 +35,8 @@ def check_offset_key(group: Any, topic: Any) -> None:
     """A consumer offset is keyed ``topic@group`` (consumerOffset.json): both str, neither with '@'
     nor with a lone surrogate (the file is UTF-8, and a broker could not read the name back)."""
     if not (isinstance(group, str) and isinstance(topic, str)):
-        raise ConfigError(f"group and topic must be str, not {type(group).__name__} and {type(topic).__name__}")
+        raise ConfigError(f"group and topic must be str, not {type(group).__name__} and "
+                          f"{type(topic).__name__}")
     if "@" in topic or "@" in group:
         raise InvalidMessageError("topic and group may not contain '@'")
     for what, name in (("group", group), ("topic", topic)):
@@ -58,21 +59,29 @@ class StoreMetadata:
         self._topics_dirty = False
 
     # -- consumer offsets -------------------------------------------------------------------------------
-    def load_offsets(self) -> None:
-        path = self.store_dir / "config" / "consumerOffset.json"
+    def _table(self, name: str, key: str) -> tuple[Path, dict[Any, Any]]:
+        """The map under ``key`` in ``config/<name>`` (its .bak when the file is damaged), {} when
+        there is none; CorruptionError when it is no map."""
+        path = self.store_dir / "config" / name
         data = load_with_bak(path)
-        table = (data or {}).get("offsetTable", {}) if isinstance(data, dict) else {}
+        table = (data or {}).get(key, {}) if isinstance(data, dict) else {}
         if not isinstance(table, dict):
-            raise CorruptionError("offsetTable is not a map", path=str(path))
+            raise CorruptionError(f"{key} is not a map", path=str(path))
+        return path, table
+
+    def load_offsets(self) -> None:
+        path, table = self._table("consumerOffset.json", "offsetTable")
         for key, qmap in table.items():
             # ConsumerOffsetManager.offsetTable: topic@group -> {queue id: offset}, integers only
             if not isinstance(qmap, dict) or not all(is_int_text(q) and is_int(v) for q, v in qmap.items()):
-                raise CorruptionError(f"offsets of {key!r} are not a map of integers: {qmap!r:.80}", path=str(path))
+                raise CorruptionError(f"offsets of {key!r} are not a map of integers: {qmap!r:.80}",
+                                      path=str(path))
             self.offsets[key] = {int(q): v for q, v in qmap.items()}
 
     def persist_offsets(self) -> None:
         table = {k: dict(v) for k, v in self.offsets.items()}
-        persist(self.store_dir / "config" / "consumerOffset.json", dumps_fastjson({"offsetTable": table}) + "\n")
+        persist(self.store_dir / "config" / "consumerOffset.json",
+                dumps_fastjson({"offsetTable": table}) + "\n")
 
     def commit(self, key: str, queue_id: int, offset: int) -> None:
         """Record ``offset`` for ``key`` (``topic@group``) and queue, and write the table; on failure
@@ -107,15 +116,12 @@ class StoreMetadata:
     # -- topics ---------------------------------------------------------------------------------------------
     def load_topics(self) -> None:
         self._topics_loaded = True
-        path = self.store_dir / "config" / "topics.json"
-        data = load_with_bak(path)
-        table = (data or {}).get("topicConfigTable", {}) if isinstance(data, dict) else {}
-        if not isinstance(table, dict):
-            raise CorruptionError("topicConfigTable is not a map", path=str(path))
+        path, table = self._table("topics.json", "topicConfigTable")
         for name, tc in table.items():
             nq: Any = tc.get("writeQueueNums", 4) if isinstance(tc, dict) else None
             if not is_int(nq):
-                raise CorruptionError(f"topic {name!r} has no integer writeQueueNums: {tc!r:.80}", path=str(path))
+                raise CorruptionError(f"topic {name!r} has no integer writeQueueNums: {tc!r:.80}",
+                                      path=str(path))
             self.topics[name] = int(nq)
 
     def persist_topics(self) -> None:
