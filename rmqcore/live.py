@@ -771,7 +771,7 @@ def pull(store: MessageStore, group: str, topic: str, queue_id: int, offset: int
     store._check_open()
     f = store._follower
     waits: NotifyFile | _Poller | None = f.waits if f is not None else store._notify
-    if wait and (waits is None or (f is None and store._reput_thread is None)):
+    if wait and (waits is None or (f is None and store._reput is None)):
         raise ConfigError(
             f"{store.store_dir}: nothing would end a wait here ("
             + ("opened read-only without follow=True" if store.read_only

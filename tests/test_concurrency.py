@@ -316,7 +316,7 @@ def _out_of_descriptors(impl: str, root: str) -> dict[str, Any]:
         except RmqError:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-    out["reput alive"] = s._reput_thread is not None and s._reput_thread.is_alive()
+    out["reput alive"] = s._reput is not None and s._reput.thread.is_alive()
     out["new"] = [m.body.decode() for m in s.get_messages("g", "NEW", 0, 0).messages]
     s.commit_offset("g", "T", 0, 3)
     s.flush()

@@ -198,7 +198,7 @@ def test_reput_steps_that_cut_records_are_not_errors(tmp_path: Path, impl, monke
         for i in range(300):
             s.put("T", b"m%05d" % i + b"." * (i % 50), i % 3, keys="k%d" % i)
         assert s.wait_dispatched(20)
-        assert s._reput_error is None and s._reput_thread is not None and s._reput_thread.is_alive()
+        assert s._reput is not None and s._reput.error is None and s._reput.thread.is_alive()
         assert sum(s.max_offset("T", q) for q in range(3)) == 300
         assert [m.body[:6] for m in s.query_by_key("T", "k123")] == [b"m00123"]
     finally:

@@ -76,8 +76,6 @@ from ..errors import (
     RmqError,
     StoreAccessError,
     StoreClosedError,
-    TooManyOpenFilesError,
-    full_disk_is_error,
 )
 from ..flush import AsyncFlushService, DurableAck, GroupCommitService
 from ..lifecycle import gated, new_gate
@@ -88,6 +86,7 @@ from ..storelock import StoreLock
 from ..warmahead import Region, WarmAhead, ahead_end, index_region
 from ..wire import store_timestamp_at, utf8_text
 from .metadata import StoreMetadata, check_offset_key, is_int_text
+from .reput import ReputService
 
 __all__ = [
     "MessageStore", "GetResult", "GetStatus", "StoreConfig", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST",
@@ -138,8 +137,6 @@ class GetResult:
 
 _REPUT_STEP = 32 * 1024 * 1024  # CommitLog bytes the reput thread dispatches per step
 _LOGICS_WARM_CHUNK = 512 * 1024  # consume-queue / index bytes the warm-ahead thread populates per call
-_LIVE_NAP_NS = 50_000  # a live run caught up with the writer looks again after this long ...
-_LIVE_IDLE_NS = 4_000_000  # ... for this long at most, then returns
 
 
 @functools.lru_cache(maxsize=1)
@@ -289,9 +286,7 @@ class MessageStore:
         # not under SYNC_FLUSH: each sync would write the written folio whole
         self._huge_pages = cfg.huge_pages and cfg.flush_disk_type == "ASYNC_FLUSH" and not self.read_only
         # what _stop_threads and _close_files look at, set before anything can fail (_abandon)
-        self._reput_thread: threading.Thread | None = None  # started once the store is open
-        self._stop = threading.Event()
-        self._wake: tuple[int, int] | None = None
+        self._reput: ReputService | None = None  # the reput thread, started once the store is open
         self._group_commit: GroupCommitService | None = None
         self._async_flush: AsyncFlushService | None = None
         self._logics_flush: AsyncFlushService | None = None
@@ -372,7 +367,6 @@ class MessageStore:
             # consume queues, index files and the checkpoint are flushed on their own schedule
             self._logics_flush = AsyncFlushService(
                 lambda: 0, lambda: 1 << 62, self._flush_logics, cfg.flush_interval_consume_queue_ms, 0, 1 << 40)
-        self._reput_error: RmqError | None = None
         self._read_your_writes = cfg.dispatch != "background" and not self.read_only
         # get_messages' limits (the config is frozen): memory share, then on-disk and in-memory caps
         self._select_limits = (
@@ -382,19 +376,11 @@ class MessageStore:
         self._gil_request = np.zeros(1, dtype=np.int64)
         self._gil_asks = 0
         if cfg.dispatch != "inline" and not self.read_only:
-            self.commitlog._appender.set_gil_request(self._gil_request)
-            self._dispatcher.set_signals(self._gil_request, self._lock_wanted)
-            # caught up with a busy writer, a run naps for more instead of returning for the GIL
-            self._dispatcher.live_nap(_LIVE_NAP_NS, _LIVE_IDLE_NS)
-            with full_disk_is_error("the reput thread's wake-up pipe"):
-                self._wake = os.pipe()  # close writes a byte: the reput thread's nap ends at once
-            # ... and pokes this slot, which every put pokes too while the reput thread naps on it:
-            # it dispatches (and live consumers wake) as soon as a put is published
-            self._reput_wake = np.zeros(2, dtype=np.uint32)
-            self.commitlog._appender.set_wake(self._reput_wake)
-            self._dispatcher.set_wake(self._reput_wake)
-            self._reput_thread = threading.Thread(target=self._reput_loop, name="rmqcore-reput", daemon=True)
-            self._reput_thread.start()
+            self._reput = ReputService(
+                self._dispatcher, self.commitlog._appender, self._notify_kernel(), self._gil_request,
+                self._lock_wanted, lambda: self._dispatch(self.reput_from_offset + _REPUT_STEP, True),
+                lambda: self.reput_from_offset < self.commitlog.max_offset, self._wanting)
+            self._reput.start()
         if cfg.logics_warm_ahead > 0 and not self.read_only:
             self._logics_warmer = WarmAhead(self._warm_regions, _LOGICS_WARM_CHUNK, "rmqcore-logics-warm-ahead")
         if self._notify is not None:  # dispatch wakes the waiters of each queue it adds units to
@@ -779,7 +765,7 @@ class MessageStore:
         writers hand the GIL over whenever a run ends (until this returns)."""
         if not live:
             lock = self._dispatch_lock
-            if self._reput_thread is None:
+            if self._reput is None:
                 lock.acquire()
             elif not lock.acquire(False):  # the reput thread is in a run: ask it to end (it may nap)
                 with self._dispatch_locked():
@@ -1058,48 +1044,6 @@ class MessageStore:
             self._topic_names.append(key.decode("utf-8", "replace"))
         return tid
 
-    def _reput_loop(self) -> None:
-        """ReputMessageService: dispatch what was put, in bounded steps (readers that dispatch
-        for themselves wait on the same lock), sleeping 1 ms (up to 16 ms while idle) when there
-        is nothing to do."""
-        idle = 0.001
-        backoff = 0.01
-        wake_r = self._wake[0] if self._wake is not None else -1
-        live = self.commitlog._appender.live
-        try:
-            while not self._stop.is_set():
-                seen = int(live[0])  # a put after this ends the nap below at once
-                try:
-                    if self.reput_from_offset >= self.commitlog.max_offset:  # nothing new: no dispatch call
-                        done = 0
-                    else:
-                        done = self._dispatch(self.reput_from_offset + _REPUT_STEP, True)
-                except (DiskFullError, TooManyOpenFilesError) as e:
-                    # no space or no descriptor for a new consume-queue or index file: what was
-                    # dispatched stays so; wait_dispatched raises this meanwhile, and dispatch goes
-                    # on once space (or a descriptor) is back
-                    self._reput_error = e
-                    if self._stop.wait(backoff):
-                        return
-                    backoff = min(backoff * 2, 1.0)
-                    continue
-                if self._reput_error is not None:  # space or a descriptor came back
-                    self._reput_error = None
-                    backoff = 0.01
-                if done == 0:
-                    if self._stop.is_set():
-                        return
-                    # ends with a GIL request, withdrawn once answered
-                    self._dispatcher.nap(idle, wake_r, live, seen)
-                    idle = min(idle * 2, 0.016)  # an idle store costs ~60 wake-ups a second
-                else:
-                    idle = 0.001
-        except StoreClosedError:
-            return
-        except RmqError as e:  # the next dispatch on a caller's thread meets it again and raises
-            self._reput_error = e
-            return
-
     @gated
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Wait until dispatch has caught up with the CommitLog (background mode); False when it has
@@ -1112,8 +1056,9 @@ class MessageStore:
         """
         deadline = time.monotonic() + real_arg(timeout, "timeout")
         while self.dispatch_lag > 0:
-            if self._reput_error is not None:
-                raise self._reput_error
+            err = None if self._reput is None else self._reput.error
+            if err is not None:
+                raise err
             if self._gate.sealed:
                 raise StoreClosedError(f"the store {self.store_dir} is closed")
             if time.monotonic() > deadline:
@@ -1883,23 +1828,9 @@ class MessageStore:
             self._logics_warmer = None
 
     def _stop_reput(self) -> None:
-        if self._reput_thread is not None:
-            self._stop.set()
-            try:
-                with self._wanting():  # a live run's nap for the writer ends now
-                    if self._wake is not None:
-                        os.write(self._wake[1], b"\0")  # and a nap between runs (up to 16 ms)
-                        self._notify_kernel().bump(self._reput_wake, 0)
-                    self._reput_thread.join()
-            finally:
-                if self._wake is not None:
-                    for fd in self._wake:
-                        os.close(fd)
-                    self._wake = None
-            self.commitlog._appender.set_gil_request(None)
-            self.commitlog._appender.set_wake(None)
-            self._dispatcher.set_signals(None, None)
-            self._dispatcher.set_wake(None)
+        reput, self._reput = self._reput, None
+        if reput is not None:
+            reput.stop()
 
     def _close_files(self) -> None:
         """Let go of every file, each step even when an earlier one raised: the lookup's and the

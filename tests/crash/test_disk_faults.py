@@ -113,7 +113,7 @@ def test_the_reput_thread_waits_out_a_full_disk(tmp_path: Path, impl) -> None:
             except DiskFullError:
                 assert time.monotonic() < deadline
                 time.sleep(0.01)
-        assert s._reput_thread is not None and s._reput_thread.is_alive()
+        assert s._reput is not None and s._reput.thread.is_alive()
         assert len(_index_files(tmp_path)) == 2
         _check_every_key_once(s, 120)
         s.close()
