@@ -170,7 +170,7 @@ def _dispatch_file(path: str, file_from_offset: int) -> list[dict[str, Any]]:
 
 
 def _dispatch_buf(dk: Any, codec: Any, buf: Any, file_from_offset: int) -> list[dict[str, Any]]:
-    from ..message import MessageExt, compute_tags_code
+    from ..store.dispatch import general_tags
 
     limit = len(buf)
     cols = np.empty((L.NCOLUMNS, _CAP), dtype=np.int64)
@@ -183,10 +183,7 @@ def _dispatch_buf(dk: Any, codec: Any, buf: Any, file_from_offset: int) -> list[
         if n:
             positions = cols[L.C_POSITION, :n]
             tags = disp[0, :n].copy()
-            for i in np.flatnonzero(disp[1, :n] & 3).tolist():  # delay topic or invalid UTF-8
-                rec = codec.decode_record(buf, int(positions[i]), limit, False)
-                m = MessageExt(file_from_offset + int(positions[i]), rec)
-                tags[i] = compute_tags_code(m.topic, m.properties, m.store_timestamp)
+            general_tags(codec, buf, limit, file_from_offset, positions, disp[1, :n], tags)
             tp, tl = cols[L.C_TOPIC_POS, :n].tolist(), cols[L.C_TOPIC_LEN, :n].tolist()
             ids: dict[bytes, int] = {}
             tid = np.fromiter(
@@ -253,10 +250,10 @@ def _check_files(rep: MaintenanceReport, cfg: Any) -> None:
 def _apply_chunk(
     store_dir: Path, cfg: Any, cqs: dict[tuple[str, int], Any], index: Any, c: dict[str, Any]
 ) -> None:
-    """MessageStore._apply_dispatch for one batch the tasks computed (same CQ and index writes)."""
-    from ..consumequeue import ConsumeQueue, put_grouped
+    """One batch the tasks computed, written through the store's apply path (``store.dispatch``)."""
+    from ..consumequeue import ConsumeQueue
+    from ..store.dispatch import apply_batch
 
-    phys, sizes, tags, qids, qoffs, tran = c["phys"], c["size"], c["tags"], c["qid"], c["qoff"], c["tran"]
     names = c["topic_names"]
 
     def queue_of(g: int) -> Any:
@@ -267,12 +264,8 @@ def _apply_chunk(
             cq = cqs[key] = ConsumeQueue(store_dir, key[0], key[1], file_size=cfg.cq_file_size)
         return cq
 
-    sel = np.flatnonzero((tran == L.TRANSACTION_NOT_TYPE) | (tran == L.TRANSACTION_COMMIT))
-    if len(sel):  # grouped by (topic, queue id), CommitLog order kept inside each group
-        gk = (c["topic_id"][sel] << 32) | (qids[sel] & 0xFFFFFFFF)
-        put_grouped(queue_of, gk, phys[sel], sizes[sel], tags[sel], qoffs[sel])
-    if index is not None:
-        index.put_record_keys(c["keys"], c["key_counts"], tran, phys, c["ts"])
+    apply_batch(queue_of, c["topic_id"], c["qid"], c["phys"], c["size"], c["tags"], c["qoff"], c["tran"], index,
+                c["keys"], c["key_counts"], c["ts"])
 
 
 def _rebuild(store_dir: Path, cfg: Any, results: list[tuple[FileCheck, Any]], rep: MaintenanceReport) -> None:

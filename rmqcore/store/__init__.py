@@ -61,7 +61,6 @@ from ..consumequeue import (
     BOUNDARY_NEAREST,
     BOUNDARY_UPPER,
     ConsumeQueue,
-    put_grouped,
 )
 from ..errors import (
     ConfigError,
@@ -80,11 +79,12 @@ from ..errors import (
 from ..flush import AsyncFlushService, DurableAck, GroupCommitService
 from ..lifecycle import gated, new_gate
 from ..mappedfile import MapPool, open_files_budget
-from ..message import MessageExt, compute_tags_code, decode_message_id
+from ..message import MessageExt, decode_message_id
 from ..recovery import QueueRepair, RecoveryReport, cut_commitlog, record_sound, unit_problem
 from ..storelock import StoreLock
 from ..warmahead import Region, WarmAhead, ahead_end, index_region
 from ..wire import store_timestamp_at, utf8_text
+from .dispatch import apply_batch, general_tags
 from .metadata import StoreMetadata, check_offset_key, is_int_text
 from .reput import ReputService
 
@@ -995,8 +995,9 @@ class MessageStore:
         return int(mf.file_from_offset + end_pos)
 
     def _apply_dispatch(self, mf: Any, n: int, nkeys: int) -> None:
-        """CQ units, index entries and segment-index entries of the ``n`` records decoded into the
-        scratch arrays (the general path of ``_dispatch_one``)."""
+        """CQ units, index entries (``dispatch.apply_batch``, the path Spark maintenance writes through
+        too) and segment-index entries of the ``n`` records decoded into the scratch arrays (the
+        general path of ``_dispatch_one``)."""
         cols = self._cols
         disp = self._disp
         base = mf.file_from_offset
@@ -1012,26 +1013,15 @@ class MessageStore:
                                                                             cols[L.C_TOPIC_LEN, :n].tolist())],
                        dtype=np.int64)
         names = self._topic_names
-        special = np.flatnonzero(flags & 3)
-        for i in special.tolist():  # delay topic (tags code = delivery time) or invalid UTF-8
-            rec = self.commitlog._codec.decode_record(mm, int(positions[i]), mf.wrote_position, False)
-            m = MessageExt(int(phys[i]), rec)
-            tags[i] = compute_tags_code(m.topic, m.properties, m.store_timestamp)
-        tran = sysf & L.TRANSACTION_MASK
-        to_cq = (tran == L.TRANSACTION_NOT_TYPE) | (tran == L.TRANSACTION_COMMIT)
-        qids = cols[L.C_QUEUE_ID, :n]
-        qoffs = cols[L.C_QUEUE_OFFSET, :n].copy()
-        gkey = (ids << 32) | (qids & 0xFFFFFFFF)
-        sel = np.flatnonzero(to_cq)
-        if len(sel):
-            def queue_of(g: int) -> ConsumeQueue:
-                cq = self._consume_queue(names[g >> 32], g & 0xFFFFFFFF, True)
-                assert cq is not None
-                return cq
+        general_tags(self.commitlog._codec, mm, mf.wrote_position, base, positions, flags, tags)
 
-            put_grouped(queue_of, gkey[sel], phys[sel], sizes[sel], tags[sel], qoffs[sel])
-        if self.index is not None:
-            self.index.put_record_keys(self._keys[:nkeys], disp[3, :n], tran, phys, tss)
+        def queue_of(g: int) -> ConsumeQueue:
+            cq = self._consume_queue(names[g >> 32], g & 0xFFFFFFFF, True)
+            assert cq is not None
+            return cq
+
+        apply_batch(queue_of, ids, cols[L.C_QUEUE_ID, :n], phys, sizes, tags, cols[L.C_QUEUE_OFFSET, :n].copy(),
+                    sysf & L.TRANSACTION_MASK, self.index, self._keys[:nkeys], disp[3, :n], tss)
         if self.segindex is not None:
             self.segindex.add(base, positions, sizes, tss)
         self._last_dispatched_ts = max(self._last_dispatched_ts, int(tss.max()))
