@@ -708,7 +708,7 @@ class MessageStore:
         ASYNC_FLUSH the ack is already done. Arguments as for ``put``."""
         if self._disk_full or self._closed or self.read_only:
             self._check_writable()
-            self.put("", b"")  # raises DiskFullError
+            self._refuse_write()
         r = self.commitlog.put(topic, body, queue_id, **kwargs)
         gc = self._group_commit
         if gc is not None:
@@ -720,7 +720,7 @@ class MessageStore:
         """Append a batch (see CommitLog.put_batch); with SYNC_FLUSH it returns once durable."""
         self._check_writable()
         if self._disk_full:
-            self.put("", b"")  # raises DiskFullError
+            self._refuse_write()
         r = self.commitlog.put_batch(topic, bodies, queue_id, **kwargs)
         return r if self._group_commit is None else self._group_commit.durable(r)
 
@@ -1538,17 +1538,17 @@ class MessageStore:
                     self._notify.publish_min(self.commitlog.min_offset)
         return deleted
 
+    def _refuse_write(self, *a: Any, **k: Any) -> Any:
+        """What a write meets while the disk is past the warning level (``clean_expired``)."""
+        raise DiskFullError(f"{self.store_dir}: disk usage is past {self.config.disk_space_warning_level_ratio}%; "
+                            "writes are refused until clean_expired() frees space")
+
     def _set_disk_full(self, full: bool) -> None:
         if full == self._disk_full or self.read_only:
             return
         self._disk_full = full
         if full:
-            def refuse(*a: Any, **k: Any) -> Any:
-                raise DiskFullError(
-                    f"{self.store_dir}: disk usage is past {self.config.disk_space_warning_level_ratio}%; "
-                    "writes are refused until clean_expired() frees space")
-
-            self.put = refuse  # type: ignore[method-assign]
+            self.put = self._refuse_write  # type: ignore[method-assign]
         else:
             self.put = self._put_sync if self._group_commit is not None else self.commitlog.put  # type: ignore[assignment]
 
