@@ -9,8 +9,7 @@ as ``value`` to continue. ``data`` is any C-contiguous buffer (bytes, bytearray,
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from operator import index as _index
 from typing import Any
 
@@ -52,15 +51,13 @@ def body_crc(data: Any) -> int:
     return zlib.crc32(data) & 0x7FFFFFFF
 
 
-@contextmanager
-def _octets(data: Any) -> Iterator[memoryview]:
-    """``data`` as a flat byte view (released on exit); BufferError, as the native twin raises, when
-    it is not C-contiguous."""
+def _octets(data: Any) -> memoryview:
+    """``data`` as a flat byte view, to be used in a ``with`` block (which releases it); BufferError,
+    as the native twin raises, when it is not C-contiguous."""
     with memoryview(data) as view:
         if not view.c_contiguous:
             raise BufferError("memoryview: underlying buffer is not C-contiguous")
-        with view.cast("B") as octets:
-            yield octets
+        return view.cast("B")  # outlives the view it was cast from, holding the buffer itself
 
 
 def _crc_of_range(crc: Callable[[Any], int], data: Any, start: int, end: int) -> int:
