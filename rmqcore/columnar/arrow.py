@@ -32,13 +32,6 @@ __all__ = [
     "decode_range",
 ]
 
-SCHEMA = (
-    "store string, topic string, queue_id int, queue_offset long, physical_offset long, size int, "
-    "sys_flag int, flag int, born_timestamp long, born_host string, store_timestamp long, "
-    "store_host string, reconsume_times int, prepared_transaction_offset long, msg_id string, "
-    "tags string, keys array<string>, properties map<string,string>, body binary"
-)
-
 ARROW_SCHEMA = pa.schema(
     [
         ("store", pa.string()),
@@ -65,16 +58,25 @@ ARROW_SCHEMA = pa.schema(
 
 
 
-def _spark_type(t: pa.DataType) -> str:
+def spark_type(t: pa.DataType) -> str:
+    """Arrow type ``t`` as Spark's ``DataType.simpleString()`` spells it (strings, binaries, 32/64-bit
+    integers and lists and maps of them: the types of the rmq and kafka-segments schemas)."""
     if pa.types.is_list(t):
-        return "array<string>"
+        return f"array<{spark_type(t.value_type)}>"
     if pa.types.is_map(t):
-        return "map<string,string>"
+        return f"map<{spark_type(t.key_type)},{spark_type(t.item_type)}>"
     return {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.binary(): "binary"}[t]
 
 
+def spark_ddl(schema: pa.Schema) -> str:
+    """Arrow ``schema`` as a Spark DDL string (``"name type, ..."``)."""
+    return ", ".join(f"{f.name} {spark_type(f.type)}" for f in schema)
+
+
+#: The rmq schema as a Spark DDL string.
+SCHEMA = spark_ddl(ARROW_SCHEMA)
 # each column's type as Spark's DataType.simpleString() spells it (a user-given schema must match)
-SPARK_TYPES = {f.name: _spark_type(f.type) for f in ARROW_SCHEMA}
+SPARK_TYPES = {f.name: spark_type(f.type) for f in ARROW_SCHEMA}
 
 _MAX = 2**63 - 1
 _MIN = -(2**63)

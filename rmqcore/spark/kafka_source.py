@@ -43,12 +43,10 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from ..columnar.arrow import spark_ddl
+
 __all__ = ["KafkaSegmentsDataSource", "read_kafka_segments", "SCHEMA"]
 
-SCHEMA = (
-    "partition_dir string, segment long, offset long, timestamp long, key binary, value binary, "
-    "headers map<string,binary>, batch_position long"
-)
 ARROW_SCHEMA = pa.schema(
     [
         ("partition_dir", pa.string()),
@@ -61,6 +59,7 @@ ARROW_SCHEMA = pa.schema(
         ("batch_position", pa.int64()),
     ]
 )
+SCHEMA = spark_ddl(ARROW_SCHEMA)
 _MAX = 2**63 - 1
 _MIN = -(2**63)
 
