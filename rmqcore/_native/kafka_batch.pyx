@@ -217,24 +217,33 @@ cdef enum:
     BY_MAX_TIMESTAMP = 1
 
 
-cdef int _find_first(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, int by, int64_t target,
-                     Py_ssize_t* pos, khdr* h) except -10:
+cdef tuple _first_entry_at_or_above(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, int by,
+                                    int64_t target):
     """Walk from ``start`` to the first entry whose last offset (``by`` BY_LAST_OFFSET) or max
-    timestamp (BY_MAX_TIMESTAMP) is >= ``target``: ST_OK with that entry in ``h``, or the stop status;
-    ``pos[0]`` is that entry's position or where the walk stopped. ValueError for a bad range."""
+    timestamp (BY_MAX_TIMESTAMP) is >= ``target``.
+
+    Returns:
+        ``(ST_OK, position, size, value)`` there, or ``(stop status, stop position, 0, -1)``.
+
+    Raises:
+        ValueError: bad range.
+    """
     _check_range(buf.shape[0], start, end)
     cdef const unsigned char* b = _ptr(buf)
+    cdef Py_ssize_t pos = start
     cdef int st
-    pos[0] = start
+    cdef khdr h
     with nogil:
         while True:
-            st = _step(b, pos[0], end, h)
+            st = _step(b, pos, end, &h)
             if st != ST_OK:
                 break
             if (h.last_offset if by == BY_LAST_OFFSET else h.max_timestamp) >= target:
                 break
-            pos[0] += h.size
-    return st
+            pos += h.size
+    if st != ST_OK:
+        return st, pos, 0, -1
+    return st, pos, h.size, (h.last_offset if by == BY_LAST_OFFSET else h.max_timestamp)
 
 
 def find_offset(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, long long target):
@@ -246,12 +255,7 @@ def find_offset(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, 
     Raises:
         ValueError: bad range. OverflowError: ``target`` outside int64.
     """
-    cdef Py_ssize_t pos
-    cdef khdr h
-    cdef int st = _find_first(buf, start, end, BY_LAST_OFFSET, target, &pos, &h)
-    if st != ST_OK:
-        return st, pos, 0, -1
-    return st, pos, h.size, h.last_offset
+    return _first_entry_at_or_above(buf, start, end, BY_LAST_OFFSET, target)
 
 
 def find_timestamp(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t end, long long target):
@@ -263,12 +267,7 @@ def find_timestamp(const unsigned char[::1] buf, Py_ssize_t start, Py_ssize_t en
     Raises:
         ValueError: bad range. OverflowError: ``target`` outside int64.
     """
-    cdef Py_ssize_t pos
-    cdef khdr h
-    cdef int st = _find_first(buf, start, end, BY_MAX_TIMESTAMP, target, &pos, &h)
-    if st != ST_OK:
-        return st, pos, 0
-    return st, pos, h.size
+    return _first_entry_at_or_above(buf, start, end, BY_MAX_TIMESTAMP, target)[:3]
 
 
 # ---------------------------------------------------------------------------------------------------
