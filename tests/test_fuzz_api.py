@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmqcore import cli
-from rmqcore.errors import RmqError
+from rmqcore.errors import MessageTooLargeError, RmqError
 from rmqcore.kafka import KafkaLog, OffsetIndex, SegmentConfig, TimeIndex, encode_batch, read_batch
 from rmqcore.store import MessageStore
 
@@ -187,7 +187,11 @@ def test_opening_a_store_with_any_argument(tmp_path_factory, impl, data) -> None
             continue
         with s:
             if not s.read_only:
-                s.put("T", b"x", 0)
+                if s.config.max_message_size < 1:  # a limit the store was given: it refuses a 1-byte body
+                    with pytest.raises(MessageTooLargeError):
+                        s.put("T", b"x", 0)
+                else:
+                    s.put("T", b"x", 0)
     shutil.rmtree(d)
 
 
