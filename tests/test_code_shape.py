@@ -1,5 +1,9 @@
 """The shape a newcomer sees: no module over 800 lines, no class over 500 (issue 24).
 
+A module is every source file: ``.py``, and on the native side ``.pyx``, the ``.pxi`` files a
+``.pyx`` includes (each measured as a module of its own, so an include cannot hide a long one) and
+``.pxd`` declarations.
+
 ``TOO_BIG`` lists what was over the limit when the check was written, each with its size then: an
 entry may only shrink (the test fails when one grows, and when one is within the limit and still
 listed, so the list shrinks as the code is split), and nothing new may join it.
@@ -55,11 +59,14 @@ def _classes(path: Path, text: str) -> dict[str, int]:
     return out
 
 
-def sizes() -> dict[str, int]:
-    """Lines of every module of the package and of every class in them."""
+SUFFIXES = ("py", "pyx", "pxi", "pxd")
+
+
+def sizes(root: Path = PACKAGE) -> dict[str, int]:
+    """Lines of every module of the package (every file of SUFFIXES) and of every class in them."""
     out: dict[str, int] = {}
-    for path in sorted([*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.pyx")]):
-        name = path.relative_to(PACKAGE).as_posix()
+    for path in sorted(p for suffix in SUFFIXES for p in root.rglob(f"*.{suffix}")):
+        name = path.relative_to(root).as_posix()
         text = path.read_text(encoding="utf-8")
         out[name] = text.count("\n")
         for cls, n in _classes(path, text).items():
@@ -94,3 +101,16 @@ def test_the_measure_counts_what_it_claims(tmp_path: Path) -> None:
     pyx.write_text("cdef int x = 1\n\n\ncdef class B:\n    cdef int a\n\n    # note\n    def f(self):\n"
                    "        return 2\n\n\ndef g():\n    pass\n")
     assert _classes(pyx, pyx.read_text()) == {"B": 6}
+
+
+def test_include_and_declaration_files_are_measured(tmp_path: Path) -> None:
+    native = tmp_path / "_native"
+    native.mkdir()
+    (native / "k.pyx").write_text('include "k_part.pxi"\n')
+    (native / "k_part.pxi").write_text("cdef class C:\n" + "    cdef int a\n" * 600 + "\n\ncdef int x = 1\n")
+    (native / "k.pxd").write_text("cdef int f(int a)\n" * 3)
+    found = sizes(tmp_path)
+    assert found["_native/k.pyx"] == 1
+    assert found["_native/k_part.pxi"] == 604
+    assert found["_native/k_part.pxi:C"] == 601
+    assert found["_native/k.pxd"] == 3
