@@ -28,7 +28,6 @@ TOO_BIG = {
     "live.py": 1047,
     "store/__init__.py": 1850,
     "_native/appender.pyx": 997,
-    "_native/codec.pyx": 1209,
     "_native/dispatch.pyx": 1097,
     "commitlog.py:CommitLog": 612,
     "store/__init__.py:MessageStore": 1635,
