@@ -28,11 +28,9 @@ TOO_BIG = {
     "live.py": 1047,
     "store/__init__.py": 1850,
     "_native/appender.pyx": 997,
-    "_native/dispatch.pyx": 1097,
     "commitlog.py:CommitLog": 612,
     "store/__init__.py:MessageStore": 1635,
     "_native/appender.pyx:Appender": 548,
-    "_native/dispatch.pyx:Dispatcher": 667,
 }
 
 _PYX_CLASS = re.compile(r"(?:cdef |cpdef )?class (\w+)")

@@ -16,6 +16,15 @@ cdef extern from "rmq_codec.h" nogil:
     int RMQ_FLAG_BORNHOST_V6
     int RMQ_FLAG_STOREHOST_V6
     int RMQ_NCOLUMNS
+    enum:  # rows of a decoded batch (layout.COLUMNS), the ones other kernels index by name
+        RMQ_C_POSITION
+        RMQ_C_SIZE
+        RMQ_C_QUEUE_ID
+        RMQ_C_QUEUE_OFFSET
+        RMQ_C_SYS_FLAG
+        RMQ_C_STORE_TIMESTAMP
+        RMQ_C_TOPIC_POS
+        RMQ_C_TOPIC_LEN
 
     ctypedef struct rmq_record:
         int64_t pos
