@@ -13,7 +13,8 @@ checks ranges once at entry and maps statuses to exceptions.
 Buffers. ``scan_records`` and ``decode_batch`` take typed memoryviews (acquired once per call).
 The per-record functions take the raw buffer protocol instead (``bytes`` directly, anything else
 through ``PyObject_GetBuffer``): a typed memoryview costs far more to acquire than
-``PyObject_GetBuffer``, and ``encode_record`` has six buffer arguments on the append hot path. Both accept ``bytes``, ``bytearray``, ``memoryview`` and (read-only) ``mmap``.
+``PyObject_GetBuffer``, and ``encode_record`` has six buffer arguments on the append hot path. Both
+accept ``bytes``, ``bytearray``, ``memoryview`` and (read-only) ``mmap``.
 Every buffer stays exported until the call returns, so nothing can resize or unmap it meanwhile.
 
 One extension module, read in four files (msgpack's ``include`` pattern, so the hot per-record calls

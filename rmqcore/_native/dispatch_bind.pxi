@@ -115,7 +115,8 @@ cdef inline int64_t _q_find(const _Queues *q, const unsigned char *t, int64_t n,
         s = q.table[h]
         if s < 0:
             return -1
-        if q.slots[s].queue_id == qid and q.slots[s].topic_len == n and rmq_same_topic(q.slots[s].topic, t, n):
+        if (q.slots[s].queue_id == qid and q.slots[s].topic_len == n
+                and rmq_same_topic(q.slots[s].topic, t, n)):
             return s
         h = (h + 1) & mask
 
@@ -219,7 +220,8 @@ cdef void _q_free(_Queues *q) noexcept:
     free(q.pend)
 
 
-cdef inline int _q_put_unit(_Queues *q, int64_t s, int64_t phys, int64_t size, int64_t tags, int64_t qoff) noexcept nogil:
+cdef inline int _q_put_unit(_Queues *q, int64_t s, int64_t phys, int64_t size, int64_t tags,
+                            int64_t qoff) noexcept nogil:
     """ConsumeQueue.putMessagePositionInfo for bound slot ``s``: RMQ_STOP_NONE when the unit is in
     (or was before), RMQ_STOP_QUEUE when its file is full, RMQ_STOP_SPECIAL when the queue offset is
     ahead of the file (RocketMQ writes it where the file is, with a warning: the general path)."""

@@ -264,7 +264,8 @@ cdef class Dispatcher:
                     st = rmq_dispatch_batch(base, at, limit, verify_crc, parse_cap, cols, CHUNK, 1, disp, CHUNK, 1,
                                             keys, 1, KEYS_CAP, &cnt, &end_pos, &nkeys)
                 if st == RMQ_DISPATCH_E_KEYS:
-                    stop, a, st = RMQ_STOP_SPECIAL, RMQ_SPECIAL_KEYS, RMQ_ST_MSG  # more keys than the scratch holds: the general path
+                    # more keys than the scratch holds: the general path
+                    stop, a, st = RMQ_STOP_SPECIAL, RMQ_SPECIAL_KEYS, RMQ_ST_MSG
                     break
                 for j in range(cnt):
                     if index_on and ix.bound and j + 6 < cnt:  # the next records' index slots
@@ -277,7 +278,8 @@ cdef class Dispatcher:
                     tran = sysf & 0xC
                     ts = cols[RMQ_C_STORE_TIMESTAMP * CHUNK + j]
                     if disp[RMQ_D_FLAGS * CHUNK + j] & 3:
-                        stop, a = RMQ_STOP_SPECIAL, RMQ_SPECIAL_FLAGS  # delay topic (tagsCode = delivery time) or invalid UTF-8: the general path
+                        # delay topic (tagsCode = delivery time) or invalid UTF-8: the general path
+                        stop, a = RMQ_STOP_SPECIAL, RMQ_SPECIAL_FLAGS
                         break
                     tags = disp[RMQ_D_TAGS_CODE * CHUNK + j]
                     # consume queue: NOT_TYPE and COMMIT records get a unit
@@ -286,7 +288,8 @@ cdef class Dispatcher:
                         tlen = cols[RMQ_C_TOPIC_LEN * CHUNK + j]
                         # a run of records to one queue (a batch) finds its slot once
                         if (last_s >= 0 and qid == last_qid and tlen == q.slots[last_s].topic_len
-                                and rmq_same_topic(base + cols[RMQ_C_TOPIC_POS * CHUNK + j], q.slots[last_s].topic, tlen)):
+                                and rmq_same_topic(base + cols[RMQ_C_TOPIC_POS * CHUNK + j], q.slots[last_s].topic,
+                                                   tlen)):
                             s = last_s
                         else:
                             s = _q_find(q, base + cols[RMQ_C_TOPIC_POS * CHUNK + j], tlen, qid)
