@@ -203,7 +203,7 @@ def file_name_to_offset(name: str) -> int | None:
     return int(name)
 
 
-# --- notify file (rmqcore's own, ``<store>/notify``; rmqcore/live.py, csrc/rmq_notify.h) -----------
+# --- notify file (rmqcore's own, ``<store>/notify``; rmqcore/live/notifyfile.py, csrc/rmq_notify.h) -
 # The writer's small shared map that readers in other processes wait on. RocketMQ has no such file
 # (its consumers long-poll the broker); a broker ignores it, and a store without it is followed by
 # polling. Host byte order (little-endian on x86-64 and arm64); every word is aligned.
