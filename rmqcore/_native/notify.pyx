@@ -98,81 +98,77 @@ def units_end(buf, Py_ssize_t pos, Py_ssize_t stop):
         PyBuffer_Release(&v)
 
 
-# -- header words (host byte order) ---------------------------------------------------------------------
-def load64(buf, Py_ssize_t pos):
-    """See the pure twin."""
+# -- header words (host byte order) and wake slots: one word, checked once --------------------------------
+cdef enum _Op:
+    _LOAD32, _LOAD64, _STORE32, _STORE64, _SEQ, _BUMP, _WAKE
+
+
+cdef object _on_word(object buf, Py_ssize_t pos, _Op op, int64_t value=0):
+    """Do ``op`` on the word at ``pos`` of ``buf`` (exported for this call only); its result, or None."""
     cdef Py_buffer v
-    _word(buf, &v, pos, 8, 8, False)
+    cdef int64_t r = 0
+    cdef char *p
+    _word(buf, &v, pos, 8 if op in (_LOAD64, _STORE64, _BUMP) else 4, 8 if op in (_LOAD64, _STORE64) else 4,
+          op in (_STORE32, _STORE64, _BUMP))
     try:
-        return rmq_notify_load64(<char *>v.buf + pos)
-    finally:
-        PyBuffer_Release(&v)
-
-
-def store64(buf, Py_ssize_t pos, int64_t value):
-    """See the pure twin."""
-    cdef Py_buffer v
-    _word(buf, &v, pos, 8, 8, True)
-    try:
-        rmq_notify_store64(<char *>v.buf + pos, value)
-    finally:
-        PyBuffer_Release(&v)
-
-
-def load32(buf, Py_ssize_t pos):
-    """See the pure twin."""
-    cdef Py_buffer v
-    _word(buf, &v, pos, 4, 4, False)
-    try:
-        return rmq_notify_load32(<char *>v.buf + pos)
-    finally:
-        PyBuffer_Release(&v)
-
-
-def store32(buf, Py_ssize_t pos, value):
-    """See the pure twin."""
-    cdef Py_buffer v
-    cdef uint32_t u = <uint32_t>(value & 0xFFFFFFFF)
-    _word(buf, &v, pos, 4, 4, True)
-    try:
-        rmq_notify_store32(<char *>v.buf + pos, u)
-    finally:
-        PyBuffer_Release(&v)
-
-
-# -- wake slots -----------------------------------------------------------------------------------------
-def seq(buf, Py_ssize_t pos):
-    """See the pure twin."""
-    cdef Py_buffer v
-    _word(buf, &v, pos, 4, 4, False)
-    try:
-        return rmq_notify_seq(<const unsigned char *>v.buf + pos)
-    finally:
-        PyBuffer_Release(&v)
-
-
-def bump(buf, Py_ssize_t pos):
-    """See the pure twin."""
-    cdef Py_buffer v
-    cdef uint32_t r
-    _word(buf, &v, pos, 8, 4, True)
-    try:
-        with nogil:
-            r = rmq_notify_bump(<unsigned char *>v.buf + pos)
+        p = <char *>v.buf + pos
+        if op == _LOAD32:
+            r = rmq_notify_load32(p)
+        elif op == _LOAD64:
+            r = rmq_notify_load64(p)
+        elif op == _SEQ:
+            r = rmq_notify_seq(<const unsigned char *>p)
+        elif op == _STORE32:
+            rmq_notify_store32(p, <uint32_t>(value & 0xFFFFFFFF))
+            return None
+        elif op == _STORE64:
+            rmq_notify_store64(p, value)
+            return None
+        elif op == _BUMP:
+            with nogil:
+                r = rmq_notify_bump(<unsigned char *>p)
+        else:
+            with nogil:
+                rmq_futex_wake_all(<uint32_t *>p)
+            return None
         return r
     finally:
         PyBuffer_Release(&v)
 
 
+def load64(buf, Py_ssize_t pos):
+    """See the pure twin."""
+    return _on_word(buf, pos, _LOAD64)
+
+
+def store64(buf, Py_ssize_t pos, int64_t value):
+    """See the pure twin."""
+    _on_word(buf, pos, _STORE64, value)
+
+
+def load32(buf, Py_ssize_t pos):
+    """See the pure twin."""
+    return _on_word(buf, pos, _LOAD32)
+
+
+def store32(buf, Py_ssize_t pos, value):
+    """See the pure twin."""
+    _on_word(buf, pos, _STORE32, <int64_t>(value & 0xFFFFFFFF))
+
+
+def seq(buf, Py_ssize_t pos):
+    """See the pure twin."""
+    return _on_word(buf, pos, _SEQ)
+
+
+def bump(buf, Py_ssize_t pos):
+    """See the pure twin."""
+    return _on_word(buf, pos, _BUMP)
+
+
 def wake(buf, Py_ssize_t pos):
     """See the pure twin."""
-    cdef Py_buffer v
-    _word(buf, &v, pos, 4, 4, False)
-    try:
-        with nogil:
-            rmq_futex_wake_all(<uint32_t *>(<char *>v.buf + pos))
-    finally:
-        PyBuffer_Release(&v)
+    _on_word(buf, pos, _WAKE)
 
 
 def wait(buf, Py_ssize_t pos, expected, double timeout, cancel=None, bint flag=True, double slice_s=0.0):
