@@ -64,6 +64,18 @@ def _map_next(q: MappedFileQueue) -> MappedFile | None:
     return mf
 
 
+def _advance(q: MappedFileQueue, end: int) -> None:
+    """Move the end of ``q``'s view forward to ``end`` (its files up to there mapped): the positions of
+    the files not yet full, from the last one back. Only forward: ``CommitLog.set_end`` cuts (and
+    also resets the appender's dispatch hints, which a follower's log has none of, at ~0.3 ms a call:
+    most of a follower's pull)."""
+    for mf in reversed(q.files):
+        if mf.wrote_position >= mf.file_size:
+            break
+        mf.wrote_position = mf.flushed_position = min(max(end - mf.file_from_offset, mf.wrote_position),
+                                                       mf.file_size)
+
+
 def _remap(q: MappedFileQueue) -> None:
     """Make ``q``'s maps match its directory again: keep the maps of files that are still the same
     file (inode), map the new or replaced ones (positions: full; the caller sets the end), drop the
@@ -225,9 +237,7 @@ class Follower:
         while not q.files or q.files[-1].file_end_offset < end:
             if _map_next(q) is None:
                 break
-        last = q.last()
-        if last is not None:
-            cl.set_end(min(end, last.file_end_offset))
+        _advance(q, end)
 
     def _poll_commitlog(self) -> None:
         """No notify file: the end of the CommitLog is where valid records end (CRC checked)."""
