@@ -166,18 +166,49 @@ RMQ_INLINE void rmq_notify_arm(unsigned char *slot)
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
+/* One step of a spin: tell the CPU (a hyperthread sibling, the power governor) that this is a
+ * busy-wait. */
+RMQ_INLINE void rmq_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Spin while seq == expected, until the clock reaches `until` or *cancel is set (cancel may be
+ * NULL); 1 when seq changed. The waiters word is left alone meanwhile, so a publisher's bump makes
+ * no FUTEX_WAKE call for a spinning waiter. The clock and cancel are looked at every 16 loads. */
+RMQ_INLINE int rmq_notify_spin(const uint32_t *seq, uint32_t expected, int64_t until, const int64_t *cancel)
+{
+    unsigned i;
+    for (i = 1;; i++) {
+        if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) != expected)
+            return 1;
+        if ((i & 15) == 0 && ((cancel != NULL && rmq_observe_i64(cancel) != 0) || rmq_notify_now_ns() >= until))
+            return 0;
+        rmq_cpu_relax();
+    }
+}
+
 /* Wait until seq != expected (RMQ_NOTIFY_CHANGED), *cancel != 0 (RMQ_NOTIFY_CANCELLED; cancel may
- * be NULL) or ns pass (RMQ_NOTIFY_TIMEOUT). `flag`: set the waiters word (0 when the slot's page
- * is mapped read-only: then only other waiters' flags, or the publisher's next look, wake this
- * one, and the sleeps are cut to `slice_ns`). */
-RMQ_INLINE int rmq_notify_wait(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel, int flag,
-                               int64_t slice_ns)
+ * be NULL) or ns pass (RMQ_NOTIFY_TIMEOUT). First spin up to spin_ns (0: not at all) on seq, as
+ * glibc's adaptive mutexes spin before they sleep: a publication within that time is seen without
+ * a futex sleep and wake-up (two scheduler trips), at the cost of a core busy for that long; then
+ * sleep on the futex. `flag`: set the waiters word (0 when the slot's page is mapped read-only:
+ * then only other waiters' flags, or the publisher's next look, wake this one, and the sleeps are
+ * cut to `slice_ns`). */
+RMQ_INLINE int rmq_notify_wait_spin(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel,
+                                    int flag, int64_t slice_ns, int64_t spin_ns)
 {
     uint32_t *seq = (uint32_t *)slot;
     uint32_t *waiters = seq + 1;
     int64_t now = rmq_notify_now_ns(), deadline = now + ns, step;
     if (ns < 0 || deadline < now)
         deadline = INT64_MAX; /* no limit (or one past the clock's range) */
+    if (spin_ns > 0 && rmq_notify_spin(seq, expected, spin_ns < deadline - now ? now + spin_ns : deadline, cancel))
+        return RMQ_NOTIFY_CHANGED;
     for (;;) {
         if (cancel != NULL && rmq_observe_i64(cancel) != 0)
             return RMQ_NOTIFY_CANCELLED;
@@ -196,6 +227,13 @@ RMQ_INLINE int rmq_notify_wait(unsigned char *slot, uint32_t expected, int64_t n
             step = slice_ns;
         rmq_futex_wait(seq, expected, step);
     }
+}
+
+/* rmq_notify_wait_spin without the spin (the reput thread's naps). */
+RMQ_INLINE int rmq_notify_wait(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel, int flag,
+                               int64_t slice_ns)
+{
+    return rmq_notify_wait_spin(slot, expected, ns, cancel, flag, slice_ns, 0);
 }
 
 #endif /* RMQ_NOTIFY_H */

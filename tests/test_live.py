@@ -140,6 +140,50 @@ def test_bump_wakes_a_flagged_waiter_and_waits_end_on_timeout_and_cancel(impl: S
     assert k.wait(ro, 64, 0, 0.01, None, False, 0.001) == k.TIMEOUT
 
 
+def test_a_wait_that_spins_first_ends_as_a_plain_wait(impl: SimpleNamespace) -> None:
+    """``spin_s`` (NotifyFile.wait_spin): the native twin spins on the slot before it sleeps, the pure
+    one sleeps at once; the answers are the same: a bump during the spin, a deadline before the
+    spin's end, a cancel during the spin."""
+    k = impl.notify
+    buf = mmap.mmap(-1, 4096)
+    cancel = np.zeros(1, dtype=np.int64)
+    assert k.wait(buf, 64, 0, 0.01, cancel, True, 0.0, 30.0) == k.TIMEOUT  # the spin ends at the deadline
+    t, out = _in_thread(lambda: k.wait(buf, 64, 0, 60.0, cancel, True, 0.0, 30.0))
+    time.sleep(0.05)
+    assert k.bump(buf, 64) == 1
+    t.join(30)
+    assert out == {"result": k.CHANGED}
+    t, out = _in_thread(lambda: k.wait(buf, 64, 1, 60.0, cancel, True, 0.0, 30.0))
+    time.sleep(0.05)
+    cancel[0] = 1
+    k.wake(buf, 64)
+    t.join(30)
+    assert out == {"result": k.CANCELLED}
+
+
+def test_notify_file_waits_spin_only_while_the_recent_waits_were_short(tmp_path: Path, impl: SimpleNamespace,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    n = live.NotifyFile(tmp_path, writer=True, impl=impl.name)
+    try:
+        spins: list[float] = []
+        k = n.k
+        monkeypatch.setattr(n, "k", SimpleNamespace(
+            CANCELLED=k.CANCELLED, wait=lambda *a: spins.append(a[-1]) or k.CHANGED))
+        slot = n.slot("T", 0)
+        n.wait(slot, 0, 1.0)
+        assert spins == [0.0]  # off by default
+        n.wait_spin = 1e-3
+        n.wait(slot, 0, 1.0)
+        assert spins[-1] == 1e-3  # the waits so far were short
+        n._waited = 0.5  # as after long waits (a quiet queue)
+        n.wait(slot, 0, 1.0)
+        assert spins[-1] == 0.0
+        assert n._waited <= 0.5 * 7 / 8 + 4e-3 / 8  # it moves toward what the waits take now
+    finally:
+        monkeypatch.undo()
+        n.close()
+
+
 def test_a_waiter_of_one_twin_is_woken_by_the_other(tmp_path: Path) -> None:
     impls = twins()
     path = tmp_path / "words"

@@ -19,8 +19,8 @@ cdef extern from "rmq_notify.h" nogil:
     uint32_t rmq_notify_seq(const unsigned char *slot)
     uint32_t rmq_notify_bump(unsigned char *slot)
     void rmq_futex_wake_all(uint32_t *word)
-    int rmq_notify_wait(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel, int flag,
-                        int64_t slice_ns)
+    int rmq_notify_wait_spin(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel, int flag,
+                             int64_t slice_ns, int64_t spin_ns)
     uint32_t rmq_notify_load32(const void *p)
     int64_t rmq_notify_load64(const void *p)
     void rmq_notify_store32(void *p, uint32_t v)
@@ -171,14 +171,17 @@ def wake(buf, Py_ssize_t pos):
     _on_word(buf, pos, _WAKE)
 
 
-def wait(buf, Py_ssize_t pos, expected, double timeout, cancel=None, bint flag=True, double slice_s=0.0):
-    """See the pure twin."""
+def wait(buf, Py_ssize_t pos, expected, double timeout, cancel=None, bint flag=True, double slice_s=0.0,
+         double spin_s=0.0):
+    """See the pure twin. ``spin_s``: first spin (GIL released) up to this long on the slot, then sleep
+    (``rmq_notify_wait_spin``)."""
     cdef Py_buffer v, cv
     cdef bint has_cancel = False
     cdef int r
     cdef uint32_t exp = <uint32_t>(expected & 0xFFFFFFFF)
     cdef int64_t ns = -1 if timeout < 0 else <int64_t>(min(timeout, 1e9) * 1e9)
     cdef int64_t slice_ns = <int64_t>(min(slice_s, 1e9) * 1e9) if slice_s > 0 else 0
+    cdef int64_t spin_ns = <int64_t>(min(spin_s, 1.0) * 1e9) if spin_s > 0 else 0
     _word(buf, &v, pos, 8, 4, flag)
     try:
         if cancel is not None:
@@ -187,8 +190,8 @@ def wait(buf, Py_ssize_t pos, expected, double timeout, cancel=None, bint flag=T
             if cv.len != 8 or (<uintptr_t>cv.buf) % 8:
                 raise ValueError("cancel must be an int64[1]")
         with nogil:
-            r = rmq_notify_wait(<unsigned char *>v.buf + pos, exp, ns,
-                                <const int64_t *>cv.buf if has_cancel else NULL, flag, slice_ns)
+            r = rmq_notify_wait_spin(<unsigned char *>v.buf + pos, exp, ns,
+                                     <const int64_t *>cv.buf if has_cancel else NULL, flag, slice_ns, spin_ns)
         return r
     finally:
         if has_cancel:

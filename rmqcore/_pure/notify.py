@@ -177,11 +177,16 @@ def wake(buf: Any, pos: int) -> None:
 
 
 def wait(buf: Any, pos: int, expected: int, timeout: float, cancel: Any = None, flag: bool = True,
-         slice_s: float = 0.0) -> int:
+         slice_s: float = 0.0, spin_s: float = 0.0) -> int:
     """Sleep until the slot's ``seq`` is not ``expected`` (CHANGED), ``cancel[0]`` is non-zero
     (CANCELLED) or ``timeout`` seconds pass (TIMEOUT; a negative timeout: no limit). ``flag`` sets
     the slot's ``waiters`` word so that ``bump`` wakes this thread (needs a writable buffer); without
-    it each sleep lasts at most ``slice_s`` (when > 0). The GIL is released while asleep."""
+    it each sleep lasts at most ``slice_s`` (when > 0). The GIL is released while asleep.
+
+    ``spin_s``: the native twin first spins up to this long on ``seq`` (without the GIL) before it
+    sleeps, which shortens the wake-up of a publication that comes within it; a latency measure
+    only, with the same answers, so this twin takes it and sleeps at once (a Python spin would hold
+    the GIL)."""
     mv = _view(buf, pos, 8, flag)
     expected &= 0xFFFFFFFF
     if cancel is not None and (getattr(cancel, "shape", None) != (1,)

@@ -45,6 +45,16 @@ class NotifyFile:
     or a follower's (read-write when it may, to flag its waits; read-only otherwise, then its waits
     look every 2 ms). In-process waits go through ``wait``; ``cancel`` ends them (close)."""
 
+    #: How long (seconds) a wait spins on its slot, GIL released, before it sleeps on the futex, as
+    #: glibc's adaptive mutexes do: a unit published within that time reaches the waiter without a
+    #: futex sleep and wake-up, and the writer makes no FUTEX_WAKE call for it. Adaptive: a wait spins
+    #: only while the recent waits (a moving average) were shorter than this, so a quiet queue's
+    #: waiter sleeps at once. The cost: a core busy for up to this long per wait. 0 (the default)
+    #: sleeps at once: on a host with no idle core the spinner takes the CPU the writer needs (README,
+    #: Performance); set it (e.g. ``NotifyFile.wait_spin = 50e-6``) where a core is to spare. Only
+    #: the native twin spins.
+    wait_spin = 0.0
+
     def __init__(self, store_dir: str | os.PathLike[str], *, writer: bool, impl: str | None = None) -> None:
         self.path = Path(store_dir) / L.NOTIFY_FILE
         self.k = _impl.kernel("notify", impl)
@@ -88,6 +98,7 @@ class NotifyFile:
         self._lock = threading.Lock()
         self._inside = 0
         self._waiting: collections.Counter[int] = collections.Counter()
+        self._waited = 0.0  # a moving average of how long the waits took (seconds; wait_spin)
         self._closed = False
 
     @classmethod
@@ -170,10 +181,15 @@ class NotifyFile:
                 raise StoreClosedError(f"the store {self.path.parent} is closed")
             self._inside += 1
             self._waiting[pos] += 1
+        spin = self.wait_spin
+        t = time.monotonic() if spin else 0.0
         try:
             r = self.k.wait(self.mm, pos, token, timeout, self._cancel, self.writable,
-                            0.0 if self.writable else _READ_ONLY_SLICE)
+                            0.0 if self.writable else _READ_ONLY_SLICE,
+                            spin if self._waited <= spin else 0.0)  # recent waits were long: no spin
         finally:
+            if spin:  # a moving average of the waits (capped), which says whether the next one spins
+                self._waited += (min(time.monotonic() - t, 4 * spin) - self._waited) / 8
             with self._lock:
                 self._inside -= 1
                 self._waiting[pos] -= 1
