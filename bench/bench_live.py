@@ -10,7 +10,8 @@ Run: ``python bench/bench_live.py`` (all three; ``--help`` for the knobs), e.g.
   latency is measured from when the message was due, not when it was sent: a stall of the writer
   counts for every message it delayed (no coordinated omission). A follower process
   (``MessageStore(read_only=True, follow=True)``) pulls with ``wait=`` and stamps each batch as it
-  gets it. Reported: p50, p99, p99.9, max (us), and the rate the writer achieved. The writer's
+  gets it. Reported: p50, p99, p99.9, max (us), the rate the writer achieved, and the follower's
+  CPU time per second of the run (``follower_cpu``: what its waits' spinning costs, ``--wait-spin``). The writer's
   own dispatch publishes the units: its reput thread (``--writer-dispatch auto``, the default;
   between puts the writer spins in Python holding the GIL, which the reput thread needs between
   its runs), or its put loop calling ``dispatch()`` after each put (``inline``).
@@ -77,8 +78,12 @@ def _fine_timer_slack() -> None:
 
 
 # -- latency across processes -------------------------------------------------------------------------
-def _follower_latency(path: str, n: int, ready: Any, out: Any, impl: str | None) -> None:
+def _follower_latency(path: str, n: int, ready: Any, out: Any, impl: str | None, spin: float | None) -> None:
+    from rmqcore.live import NotifyFile
     from rmqcore.store import MessageStore
+
+    if spin is not None:
+        NotifyFile.wait_spin = spin
 
     s = MessageStore(path, read_only=True, follow=True, impl=impl, max_transfer_count_in_memory=4096,
                      max_transfer_bytes_in_memory=64 << 20)
@@ -87,6 +92,7 @@ def _follower_latency(path: str, n: int, ready: Any, out: Any, impl: str | None)
     off = 0
     ready.set()
     deadline = time.monotonic() + 120
+    cpu0, wall0 = time.process_time(), time.monotonic()
     while got < n and time.monotonic() < deadline:
         r = s.get_messages("bench", TOPIC, 0, off, 4096, wait=1.0)
         now = time.monotonic_ns()
@@ -99,11 +105,14 @@ def _follower_latency(path: str, n: int, ready: Any, out: Any, impl: str | None)
                     lat[got] = now - _TS.unpack_from(v, BODY_AT)[0]
                     got += 1
         off = r.next_begin_offset
+    cpu = (time.process_time() - cpu0) / (time.monotonic() - wall0)
     s.close()
-    out.put(lat[:got].tobytes())
+    out.put((lat[:got].tobytes(), cpu))
 
 
-def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "auto") -> dict[str, Any]:
+def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "auto",
+            spin: float | None = None) -> dict[str, Any]:
+    from rmqcore.live import NotifyFile
     from rmqcore.store import MessageStore
 
     ctx = mp.get_context("spawn")
@@ -115,7 +124,7 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
         w.warm_up()
         n = int(rate * seconds)
         ready, out = ctx.Event(), ctx.Queue()
-        p = ctx.Process(target=_follower_latency, args=(d, n + 1, ready, out, impl))
+        p = ctx.Process(target=_follower_latency, args=(d, n + 1, ready, out, impl, spin))
         p.start()
         ready.wait(60)
         time.sleep(0.3)
@@ -138,12 +147,14 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
             if inline:  # the writer's thread publishes the unit itself (no reput thread to hand it to)
                 dispatch()
         sent_s = (time.monotonic_ns() - t0) / 1e9
-        lat = np.frombuffer(out.get(timeout=180), dtype=np.int64)
+        got, cpu = out.get(timeout=180)
+        lat = np.frombuffer(got, dtype=np.int64)
         p.join(30)
         w.close()
         lat = lat[1:]  # the message put before the follower opened
-        return {"rate": rate, "writer": writer, "achieved_rate": round(n / sent_s), **_pcts(lat),
-                "load": _load()}
+        return {"rate": rate, "writer": writer, "wait_spin_us": round((NotifyFile.wait_spin if spin is None
+                                                                       else spin) * 1e6),
+                "achieved_rate": round(n / sent_s), **_pcts(lat), "follower_cpu": round(cpu, 2), "load": _load()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -257,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--writer-dispatch", choices=["auto", "inline"], default="auto",
                     help="latency: the writer's reput thread publishes (auto), or its put loop calls "
                          "dispatch() after each put (inline)")
+    ap.add_argument("--wait-spin", type=float, default=None, metavar="US",
+                    help="latency: the follower's NotifyFile.wait_spin in microseconds (0: sleep at once; "
+                         "default: the library's)")
     ap.add_argument("--json", action="store_true", help="one JSON object per result")
     args = ap.parse_args(argv)
     for what in args.what:  # (choices= rejects the default of a nargs="*" positional)
@@ -265,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.repeat):
         for what in args.what or CASES:
             if what == "latency":
-                results = [("latency", latency(int(r), args.seconds, args.impl, args.writer_dispatch))
+                results = [("latency", latency(int(r), args.seconds, args.impl, args.writer_dispatch,
+                                               None if args.wait_spin is None else args.wait_spin / 1e6))
                            for r in args.rates.split(",")]
             elif what == "throughput":
                 results = [("throughput", throughput(args.seconds, impl=args.impl))]
