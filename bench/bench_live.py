@@ -11,8 +11,8 @@ Run: ``python bench/bench_live.py`` (all three; ``--help`` for the knobs), e.g.
   counts for every message it delayed (no coordinated omission). A follower process
   (``MessageStore(read_only=True, follow=True)``) pulls with ``wait=`` and stamps each batch as it
   gets it. Reported: p50, p99, p99.9, max (us), the rate the writer achieved, and the follower's
-  CPU time per second of the run (``follower_cpu``: what its waits' spinning costs, ``--wait-spin``). The writer's
-  own dispatch publishes the units: its reput thread (``--writer-dispatch auto``, the default;
+  CPU time per second of the run (``follower_cpu``: what its waits' spinning costs, ``--wait-spin``).
+  The writer's own dispatch publishes the units: its reput thread (``--writer-dispatch auto``, the default;
   between puts the writer spins in Python holding the GIL, which the reput thread needs between
   its runs), or its put loop calling ``dispatch()`` after each put (``inline``).
 * ``throughput``: a writer puts batches of 1000 100-byte messages as fast as it can for a number of
@@ -154,7 +154,8 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
         lat = lat[1:]  # the message put before the follower opened
         return {"rate": rate, "writer": writer, "wait_spin_us": round((NotifyFile.wait_spin if spin is None
                                                                        else spin) * 1e6),
-                "achieved_rate": round(n / sent_s), **_pcts(lat), "follower_cpu": round(cpu, 2), "load": _load()}
+                "achieved_rate": round(n / sent_s), **_pcts(lat), "follower_cpu": round(cpu, 2),
+                "load": _load()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

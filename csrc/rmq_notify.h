@@ -186,7 +186,8 @@ RMQ_INLINE int rmq_notify_spin(const uint32_t *seq, uint32_t expected, int64_t u
     for (i = 1;; i++) {
         if (__atomic_load_n(seq, __ATOMIC_ACQUIRE) != expected)
             return 1;
-        if ((i & 15) == 0 && ((cancel != NULL && rmq_observe_i64(cancel) != 0) || rmq_notify_now_ns() >= until))
+        if ((i & 15) == 0
+            && ((cancel != NULL && rmq_observe_i64(cancel) != 0) || rmq_notify_now_ns() >= until))
             return 0;
         rmq_cpu_relax();
     }
@@ -207,7 +208,8 @@ RMQ_INLINE int rmq_notify_wait_spin(unsigned char *slot, uint32_t expected, int6
     int64_t now = rmq_notify_now_ns(), deadline = now + ns, step;
     if (ns < 0 || deadline < now)
         deadline = INT64_MAX; /* no limit (or one past the clock's range) */
-    if (spin_ns > 0 && rmq_notify_spin(seq, expected, spin_ns < deadline - now ? now + spin_ns : deadline, cancel))
+    if (spin_ns > 0
+        && rmq_notify_spin(seq, expected, spin_ns < deadline - now ? now + spin_ns : deadline, cancel))
         return RMQ_NOTIFY_CHANGED;
     for (;;) {
         if (cancel != NULL && rmq_observe_i64(cancel) != 0)

@@ -161,8 +161,8 @@ def test_a_wait_that_spins_first_ends_as_a_plain_wait(impl: SimpleNamespace) -> 
     assert out == {"result": k.CANCELLED}
 
 
-def test_notify_file_waits_spin_only_while_the_recent_waits_were_short(tmp_path: Path, impl: SimpleNamespace,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_notify_file_waits_spin_only_while_the_recent_waits_were_short(
+        tmp_path: Path, impl: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
     n = live.NotifyFile(tmp_path, writer=True, impl=impl.name)
     try:
         spins: list[float] = []

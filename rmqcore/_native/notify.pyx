@@ -19,8 +19,8 @@ cdef extern from "rmq_notify.h" nogil:
     uint32_t rmq_notify_seq(const unsigned char *slot)
     uint32_t rmq_notify_bump(unsigned char *slot)
     void rmq_futex_wake_all(uint32_t *word)
-    int rmq_notify_wait_spin(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel, int flag,
-                             int64_t slice_ns, int64_t spin_ns)
+    int rmq_notify_wait_spin(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel,
+                             int flag, int64_t slice_ns, int64_t spin_ns)
     uint32_t rmq_notify_load32(const void *p)
     int64_t rmq_notify_load64(const void *p)
     void rmq_notify_store32(void *p, uint32_t v)
