@@ -18,6 +18,7 @@ only then unmaps, so a read racing ``close()`` completes or raises StoreClosedEr
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -26,30 +27,26 @@ import numpy as np
 from . import _impl
 from . import layout as L
 from .errors import (
+    BadMagicError,
+    ChecksumError,
     ConfigError,
     CorruptionError,
     InvalidMessageError,
     OffsetOutOfRangeError,
-    PropertiesTooLargeError,
     StoreClosedError,
+    TruncatedRecordError,
 )
 from .config import bool_arg, int_arg
 from .lifecycle import gated, new_gate
 from .mappedfile import MappedFile, MappedFileQueue
-from .message import (
-    MessageExt,
-    parse_host,
-    properties_to_string,
-    validate_topic,
-)
-from .warmahead import Region, WarmAhead
-from .wire import utf8_text
+from .message import MessageExt, parse_host
+from .putrules import PutRules
+from .rolling import FileRoller
 
-_WARM_CHUNK = 8 * 1024 * 1024  # bytes the WarmAhead thread populates per kernel call
 _ITER_STEP = 256  # records iter_records reads per step inside the gate
-# the next file is prepared once the current one is this fraction full (the rest of the file is the
-# lead time for creating, allocating and, with warm_next, faulting it in)
-_PREPARE_FRACTION = 4
+# the walk status of each CorruptionError a decode raises (the codecs' raise_for_status, inverted;
+# any other, a RecordSizeError, is ST_BAD_SIZE)
+_SCAN_STATUS = ((TruncatedRecordError, L.ST_TORN), (BadMagicError, L.ST_BAD_MAGIC), (ChecksumError, L.ST_BAD_CRC))
 
 __all__ = ["CommitLog", "AppendResult", "BatchAppendResult", "Blank", "ScanStop", "RecordBatch", "column_buffer"]
 
@@ -78,32 +75,6 @@ class ScanStop(NamedTuple):
     @property
     def reason(self) -> str:
         return L.STATUS_NAMES.get(self.status, str(self.status))
-
-
-def _keys_value(keys: Any) -> str:
-    """The KEYS property of ``keys``: a str as it is, a sequence of str joined by spaces (as
-    RocketMQ's ``Message.setKeys(Collection)``); anything else is an InvalidMessageError."""
-    if isinstance(keys, str):
-        return keys
-    if isinstance(keys, (bytes, bytearray, memoryview)) or not isinstance(keys, (Sequence, set, frozenset)):
-        raise InvalidMessageError(f"keys must be a str or a sequence of str, not {type(keys).__name__}")
-    if not all(isinstance(k, str) for k in keys):
-        raise InvalidMessageError("keys must be a str or a sequence of str")
-    return L.KEY_SEPARATOR.join(keys)
-
-
-def _per_message(name: str, value: Any, n: int, one_allowed: bool) -> Any:
-    """Check a put_batch argument that gives one value per body (``tags`` may also be one str
-    for every body): None, that str, or a sequence of ``n`` items (their types are checked with
-    each message's properties)."""
-    if value is None or (one_allowed and isinstance(value, str)):
-        return value
-    if isinstance(value, (str, bytes, bytearray, memoryview)) or not isinstance(value, Sequence):
-        one = " (or one str for every body)" if one_allowed else ""
-        raise InvalidMessageError(f"{name} needs one entry per body{one}, not {type(value).__name__}")
-    if len(value) != n:
-        raise InvalidMessageError(f"{name} has {len(value)} entries for {n} bodies")
-    return value
 
 
 class CommitLog:
@@ -165,31 +136,35 @@ class CommitLog:
         self.max_message_size = max_message_size
         self.read_only = read_only
         self.check_crc = check_crc
-        self.prepare_next = prepare_next and not read_only
-        self.warm_next = warm_next
-        # the appender asks for the next file (_prepare_next) once the current one is written this far:
-        # a store smaller than a quarter of a file keeps one allocated file, not two
-        self.prepare_at = file_size // _PREPARE_FRACTION
-        self.warm_ahead = 0 if read_only else warm_ahead
-        self._warmer: WarmAhead | None = None
-        # called with each new file before the appender writes into it (the group commit registers it)
-        self.file_listeners: list[Callable[[MappedFile], None]] = []
         # a flusher outside this object (the group commit kernel): its durable_offset counts as flushed
         self.external_durable: Any = None
         self._codec = _impl.kernel("codec", impl)
         self._closed = False
         self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only, huge_pages=huge_pages)
         self.queue.load()
+        # which file the appender writes into next, and the next one made ahead (AllocateMappedFileService)
+        self.roller = FileRoller(self.queue, read_only=read_only, prepare_next=prepare_next, warm_next=warm_next,
+                                 warm_ahead=warm_ahead)
+        self._rules = PutRules(flavour)  # what put's arguments become in a record
         self._appender_kernel = _impl.kernel("appender", impl)
         self._appender = self._appender_kernel.Appender(
-            self, file_size, self.store_host.address, self.store_host.port, max_message_size, clock, flavour
+            self.roller, self._rules, file_size, self.store_host.address, self.store_host.port, max_message_size,
+            clock, flavour,
         )
-        if not read_only:
-            self.put = self._appender.put  # type: ignore[method-assign]  # the native hot path, one C call per message
         if recover:
             self.recover_normally()
 
     # -- state ------------------------------------------------------------------------------------
+    @property
+    def prepare_at(self) -> int:
+        """The appender asks for the next file once its file is written this far (``FileRoller``)."""
+        return self.roller.prepare_at
+
+    @property
+    def file_listeners(self) -> list[Callable[[MappedFile], None]]:
+        """Called with each new file before the appender writes into it (the group commit registers)."""
+        return self.roller.file_listeners
+
     @property
     def min_offset(self) -> int:
         first = self.queue.first()
@@ -268,63 +243,6 @@ class CommitLog:
         """Set the next queue offset of a topic/queue (recovery restores these from consume queues)."""
         self._appender.set_queue_offset(topic, queue_id, next_offset)
 
-    # -- validation -------------------------------------------------------------------------------
-    def _topic_bytes(self, topic: str) -> bytes:
-        """Validate a topic (the appender caches the answer per distinct topic)."""
-        return validate_topic(topic, L.MAX_TOPIC_LEN_V1 if self.flavour == 4 else L.MAX_TOPIC_LEN)
-
-    def _properties_bytes(
-        self, tags: str | None, keys: str | Sequence[str] | None, properties: Mapping[str, str] | None,
-        properties_raw: str | None,
-    ) -> bytes:
-        if properties is not None and not isinstance(properties, Mapping):
-            raise InvalidMessageError(
-                f"properties must be a mapping of str to str, not {type(properties).__name__}")
-        if properties_raw is not None:
-            if tags is not None or keys is not None or properties:
-                raise InvalidMessageError("properties_raw excludes tags, keys and properties")
-            if not isinstance(properties_raw, str):
-                raise InvalidMessageError("properties_raw must be str")
-            s = properties_raw
-        else:
-            items: list[tuple[str, str]] = []
-            if properties:
-                if not isinstance(properties, Mapping):
-                    raise InvalidMessageError("properties must be a mapping of str to str")
-                items.extend((k, v) for k, v in properties.items() if k not in (L.PROPERTY_TAGS, L.PROPERTY_KEYS))
-            if keys is not None:
-                items.append((L.PROPERTY_KEYS, _keys_value(keys)))
-            elif properties and L.PROPERTY_KEYS in properties:
-                items.append((L.PROPERTY_KEYS, properties[L.PROPERTY_KEYS]))
-            if tags is not None:
-                items.append((L.PROPERTY_TAGS, tags))
-            elif properties and L.PROPERTY_TAGS in properties:
-                items.append((L.PROPERTY_TAGS, properties[L.PROPERTY_TAGS]))
-            s = properties_to_string(items, self.flavour)
-        b = utf8_text(s, "the properties (tags, keys)")
-        if len(b) > L.MAX_PROPERTIES_LEN:
-            raise PropertiesTooLargeError(
-                f"properties of {len(b)} UTF-8 bytes exceed {L.MAX_PROPERTIES_LEN} (PROPERTIES_SIZE_EXCEEDED)"
-            )
-        return b
-
-    def _tags_keys_bytes(self, tags: str | None, keys: str | Sequence[str] | None) -> bytes:
-        """The properties of a message with only ``tags`` and ``keys`` (the kernels'
-        ``batch_properties`` ask for those they do not encode themselves)."""
-        return self._properties_bytes(tags, keys, None, None)
-
-    def _host(self, value: Any) -> tuple[bytes, int]:
-        h = parse_host(value)
-        return h.address, h.port
-
-    def _roll(self, mf: MappedFile | None) -> MappedFile:
-        """The appender's current file is full (or none is bound): the file to write into next."""
-        if self._closed:
-            raise StoreClosedError("the CommitLog is closed")
-        if self.read_only:
-            raise ConfigError("the CommitLog was opened read-only")
-        return self._writable(self.max_offset)
-
     @gated
     def warm_up(self) -> None:
         """RocketMQ's ``warmMappedFile``, on demand: fault in the rest of the current file (creating
@@ -334,49 +252,36 @@ class CommitLog:
         self._check_open()
         if self.read_only:
             raise ConfigError("the CommitLog was opened read-only")
-        mf = self._writable(self.max_offset)
+        mf = self.roller.writable(self.max_offset)
         mf.prefault(mf.wrote_position)
         self.queue.prepare_next(prefault=False)  # a no-op when the next file is already being made
         self.queue.wait_prepared(prefault=True)  # faulted in once, here, however it was prepared
 
-    def put(
-        self,
-        topic: str,
-        body: bytes,
-        queue_id: int = 0,
-        *,
-        tags: str | None = None,
-        keys: str | Sequence[str] | None = None,
-        properties: Mapping[str, str] | None = None,
-        properties_raw: str | None = None,
-        flag: int = 0,
-        sys_flag: int = 0,
-        born_timestamp: int | None = None,
-        born_host: Any = None,
-        reconsume_times: int = 0,
-        prepared_transaction_offset: int = 0,
-        store_host: Any = None,
-    ) -> AppendResult:
-        """Append one message; returns where it went. Nothing is written when an argument is invalid.
+    @cached_property
+    def put(self) -> Callable[..., AppendResult]:
+        """``put(topic, body, queue_id=0, *, tags=None, keys=None, properties=None, properties_raw=None,
+        flag=0, sys_flag=0, born_timestamp=None, born_host=None, reconsume_times=0,
+        prepared_transaction_offset=0, store_host=None)``: append one message; returns where it went
+        (an ``AppendResult``). Nothing is written when an argument is invalid.
 
-        ``properties_raw`` stores that exact properties string (instead of building one from
-        ``tags``/``keys``/``properties``); ``store_host`` overrides the CommitLog's address for this
-        message (the broker stamps each message with the address it arrived on).
+        This is the appender kernel's ``put`` (``rmqcore._pure.appender.Appender.put`` documents
+        the arguments): one native call per message, looked up once per CommitLog and then held in
+        the instance. ``properties_raw`` stores that exact properties string (instead of building one
+        from ``tags``/``keys``/``properties``); ``store_host`` overrides the CommitLog's address for
+        this message (the broker stamps each message with the address it arrived on).
 
         Raises:
             InvalidTopicError, PropertiesTooLargeError, MessageTooLargeError, InvalidMessageError:
                 the message cannot be stored as given (nothing written).
             StoreClosedError: the CommitLog was closed.
+            ConfigError: the CommitLog was opened read-only.
         """
+        return self._refuse_put if self.read_only else self._appender.put
+
+    def _refuse_put(self, *args: Any, **kwargs: Any) -> AppendResult:
+        """``put`` of a read-only CommitLog."""
         self._check_open()
-        if self.read_only:
-            raise ConfigError("the CommitLog was opened read-only")
-        return self._appender.put(  # type: ignore[no-any-return]
-            topic, body, queue_id, tags=tags, keys=keys, properties=properties,
-            properties_raw=properties_raw, flag=flag, sys_flag=sys_flag, born_timestamp=born_timestamp,
-            born_host=born_host, reconsume_times=reconsume_times,
-            prepared_transaction_offset=prepared_transaction_offset, store_host=store_host,
-        )
+        raise ConfigError("the CommitLog was opened read-only")
 
     def put_batch(
         self,
@@ -408,7 +313,7 @@ class CommitLog:
         self._check_open()
         if self.read_only:
             raise ConfigError("the CommitLog was opened read-only")
-        tb = self._topic_bytes(topic)
+        tb = self._rules.topic_bytes(topic)
         if isinstance(bodies, (bytes, bytearray, memoryview)) or not isinstance(bodies, Sequence):
             raise InvalidMessageError("bodies must be a sequence of bytes")
         n = len(bodies)
@@ -417,42 +322,13 @@ class CommitLog:
         # each body's length is checked against max_message_size by the appender (in C: a Python
         # max(map(len, bodies)) here would be a large share of a batched put)
         blist = bodies if type(bodies) is list else list(bodies)
-        for name, value in (("properties_raw", properties_raw), ("flags", flags)):
-            if value is not None and (isinstance(value, (str, bytes, bytearray, memoryview))
-                                      or not isinstance(value, Sequence)):
-                raise InvalidMessageError(f"{name} needs one entry per body, not {type(value).__name__}")
-        if (properties is not None and not isinstance(properties, (Mapping, Sequence))) or isinstance(
-                properties, (str, bytes, bytearray, memoryview)):
-            raise InvalidMessageError(
-                f"properties must be a mapping, or one mapping per body, not {type(properties).__name__}")
+        if flags is not None and (isinstance(flags, (str, bytes, bytearray, memoryview))
+                                  or not isinstance(flags, Sequence)):
+            raise InvalidMessageError(f"flags needs one entry per body, not {type(flags).__name__}")
         if not isinstance(sys_flag, int) or not -(2**31) <= sys_flag < 2**31:  # as put's sys_flag
             raise InvalidMessageError(f"sys_flag must be an int32, not {sys_flag!r}")
-        if properties_raw is not None:
-            if properties is not None or tags is not None or keys is not None or len(properties_raw) != n:
-                raise InvalidMessageError(
-                    "properties_raw needs one string per body and excludes tags, keys and properties")
-            # the strings go to the kernel as they are: it takes an ASCII str's bytes without a copy,
-            # encodes any other str as UTF-8, refuses anything else and checks every length
-            plist = properties_raw if type(properties_raw) is list else list(properties_raw)
-        elif tags is None and keys is None and (properties is None or isinstance(properties, Mapping)):
-            one = self._properties_bytes(None, None, properties, None)
-            plist = [one] * n
-        else:
-            tags = _per_message("tags", tags, n, True)
-            keys = _per_message("keys", keys, n, False)
-            if properties is None:  # the kernel builds "KEYS\x01k\x02TAGS\x01t\x02" itself, else asks us
-                plist = self._appender_kernel.batch_properties(
-                    n, tags, keys, self.flavour, self._tags_keys_bytes)
-            else:
-                if not isinstance(properties, Mapping) and len(properties) != n:
-                    raise InvalidMessageError("properties needs one mapping per body")
-                plist = [
-                    self._properties_bytes(
-                        tags if tags is None or isinstance(tags, str) else tags[i],
-                        None if keys is None else keys[i],
-                        properties if isinstance(properties, Mapping) else properties[i], None)
-                    for i in range(n)
-                ]
+        plist = self._rules.batch_properties(n, tags, keys, properties, properties_raw,
+                                             self._appender_kernel.batch_properties)
         if flags is not None and len(flags) != n:
             raise InvalidMessageError("flags needs one int per body")
         tran = sys_flag & L.TRANSACTION_MASK
@@ -471,31 +347,6 @@ class CommitLog:
             )
         except (TypeError, OverflowError) as e:
             raise InvalidMessageError(f"invalid batch: {e}") from None
-
-    def _writable(self, offset: int) -> MappedFile:
-        if self._warmer is None and self.warm_ahead > 0:
-            self._warmer = WarmAhead(self._warm_region, _WARM_CHUNK, "rmqcore-warm-ahead")
-        last = self.queue.last()
-        if last is not None and not last.is_full():
-            return last
-        mf = self.queue.last_for_write(offset)
-        for listener in self.file_listeners:
-            listener(mf)
-        return mf
-
-    def _prepare_next(self) -> None:
-        """The appender's file is written up to ``prepare_at``: create the next file in the
-        background (AllocateMappedFileService), before this one fills up. Called before a write."""
-        if self.prepare_next:
-            self.queue.prepare_next(prefault=self.warm_next)
-
-    def _warm_region(self) -> list[Region]:
-        """For the WarmAhead thread: ``warm_ahead`` bytes past the last file's write position."""
-        mf = self.queue.last()
-        if mf is None or mf.read_only:
-            return []
-        pos = mf.wrote_position
-        return [(mf.mm, pos, min(mf.file_size, pos + self.warm_ahead))]
 
     def seal(self) -> None:
         """Refuse appends from now on (StoreClosedError); an append under way finishes first. Reads
@@ -632,8 +483,7 @@ class CommitLog:
                 try:
                     raw = decode(mf.mm, pos, limit, verify_crc)
                 except CorruptionError as e:
-                    st = {"TruncatedRecordError": L.ST_TORN, "BadMagicError": L.ST_BAD_MAGIC,
-                          "ChecksumError": L.ST_BAD_CRC}.get(type(e).__name__, L.ST_BAD_SIZE)
+                    st = next((s for cls, s in _SCAN_STATUS if isinstance(e, cls)), L.ST_BAD_SIZE)
                     out.append(ScanStop(mf.file_from_offset + pos, st, mf.path))
                     return out, None
                 assert raw is not None
@@ -704,9 +554,7 @@ class CommitLog:
             return
         self._gate.seal()
         self._gate.wait_idle()
-        if self._warmer is not None:
-            self._warmer.stop()
-            self._warmer = None
+        self.roller.close()
         self._appender.close()
         self._closed = True
         if not self.read_only:

@@ -26,10 +26,7 @@ TOO_BIG = {
     "indexfile.py": 880,
     "kafka/segment.py": 803,
     "store/__init__.py": 1850,
-    "_native/appender.pyx": 997,
-    "commitlog.py:CommitLog": 612,
     "store/__init__.py:MessageStore": 1635,
-    "_native/appender.pyx:Appender": 548,
 }
 
 _PYX_CLASS = re.compile(r"(?:cdef |cpdef )?class (\w+)")

@@ -620,7 +620,7 @@ _tk_key = st.one_of(_tk_text, st.lists(st.text(alphabet="ab ", max_size=4), max_
 @given(st.lists(st.tuples(_tk_text, _tk_key), min_size=1, max_size=6), st.sampled_from([4, 5]),
        st.booleans())
 def test_batch_properties_twins_agree_with_the_per_message_rule(rows, flavour, one_tag) -> None:
-    """Both kernels give, for every message, what CommitLog._properties_bytes gives (put's rule),
+    """Both kernels give, for every message, what PutRules.properties_bytes gives (put's rule),
     or raise what it raises."""
     from rmqcore._impl import kernel
 
@@ -633,12 +633,12 @@ def test_batch_properties_twins_agree_with_the_per_message_rule(rows, flavour, o
             for name in IMPLS:
                 try:
                     outcomes.append(kernel("appender", name).batch_properties(
-                        len(rows), tags, keys, flavour, cl._tags_keys_bytes))
+                        len(rows), tags, keys, flavour, cl._rules.tags_keys_bytes))
                 except InvalidMessageError as e:
                     outcomes.append((type(e), str(e)))
             want: object
             try:
-                want = [cl._properties_bytes(tags if one_tag else t, k, None, None) for t, k in rows]
+                want = [cl._rules.properties_bytes(tags if one_tag else t, k, None, None) for t, k in rows]
             except InvalidMessageError as e:
                 want = (type(e), str(e))
             assert outcomes == [want] * len(IMPLS)
@@ -654,3 +654,78 @@ def test_batch_properties_twins_refuse_short_sequences(impl) -> None:
         with pytest.raises(InvalidMessageError, match="one entry per body"):
             impl.appender.batch_properties(2, tags, keys, 5, fallback)
     assert impl.appender.batch_properties(0, None, None, 5, fallback) == []
+
+
+def test_the_appender_rolls_and_asks_only_through_its_public_collaborators(tmp_path: Path, impl) -> None:
+    """Issue 24: an appender kernel is given a FileRoller and PutRules and calls their public
+    methods, no CommitLog involved: ``roll`` with the full file (None before the first),
+    ``prepare_next`` once per file when a put finds it written past ``prepare_at``; ``topic_bytes``
+    once per topic, ``properties_bytes`` and ``host`` for what it does not encode itself."""
+    from rmqcore.mappedfile import MappedFileQueue
+    from rmqcore.putrules import PutRules
+    from rmqcore.rolling import FileRoller
+
+    calls: list[tuple[object, ...]] = []
+
+    class Roller(FileRoller):
+        def roll(self, full):  # type: ignore[no-untyped-def]
+            calls.append(("roll", None if full is None else full.file_from_offset))
+            return super().roll(full)
+
+        def prepare_next(self) -> None:
+            calls.append(("prepare_next", self.queue.max_offset()))
+            super().prepare_next()
+
+    class Rules(PutRules):
+        def topic_bytes(self, topic: str) -> bytes:
+            calls.append(("topic_bytes", topic))
+            return super().topic_bytes(topic)
+
+        def properties_bytes(self, tags, keys, properties, properties_raw) -> bytes:  # type: ignore[no-untyped-def]
+            if properties is not None:  # the pure twin asks for every message's; both for a mapping
+                calls.append(("properties_bytes", properties))
+            return super().properties_bytes(tags, keys, properties, properties_raw)
+
+        def host(self, value: object) -> tuple[bytes, int]:
+            calls.append(("host", value))
+            return super().host(value)
+
+    queue = MappedFileQueue(tmp_path / "commitlog", FS)
+    queue.load()
+    roller = Roller(queue, read_only=False, prepare_next=True, warm_next=False, warm_ahead=0)
+    app = impl.appender.Appender(roller, Rules(5), FS, bytes([10, 0, 0, 1]), 10911, FS, lambda: 7, 5)
+    try:
+        assert roller.prepare_at == FS // 4
+        first = app.put("T", b"x" * 1000, 0, tags="a", keys="k")
+        rs = [app.put("T", b"x" * 1000, 0) for _ in range(3)]  # the third goes to the next file
+        assert [r.physical_offset for r in rs] == [first.size, first.size + rs[0].size, FS]
+        odd = app.put("U", b"y", 1, properties={"p": "v"}, store_host="10.0.0.2:1")
+        assert odd.physical_offset == FS + rs[-1].size and odd.msg_id.startswith("0A00000200000001")
+        assert calls == [("topic_bytes", "T"), ("roll", None), ("prepare_next", first.size), ("roll", 0),
+                         ("topic_bytes", "U"), ("properties_bytes", {"p": "v"}), ("host", "10.0.0.2:1"),
+                         ("prepare_next", FS + rs[-1].size)]
+    finally:
+        app.close()
+        roller.close()
+        queue.close()
+
+
+def test_put_is_declared_by_the_class_and_is_the_appender_put(tmp_path: Path, impl) -> None:
+    """Issue 24: ``CommitLog.put`` is the class's own attribute (the appender kernel's ``put``, one
+    native call per message, looked up once), not rebound on the instance by ``__init__``; a
+    read-only CommitLog's put refuses, a closed one's says it is closed."""
+    import inspect
+    from functools import cached_property
+
+    assert isinstance(inspect.getattr_static(CommitLog, "put"), cached_property)
+    with _cl(tmp_path, impl) as cl:
+        assert "put" not in vars(cl)
+        assert cl.put == cl._appender.put
+        r = cl.put("T", b"x", 0)
+        assert (r.physical_offset, cl.max_offset) == (0, r.size)
+    with _cl(tmp_path, impl, read_only=True) as ro:
+        with pytest.raises(ConfigError):
+            ro.put("T", b"y", 0)
+        assert ro.max_offset == r.size
+    with pytest.raises(StoreClosedError):
+        ro.put("T", b"y", 0)

@@ -7,7 +7,9 @@ encoding with CRC straight into the mapped file. The writable buffer of the curr
 acquired once per file (``set_file``) and released on roll/close, so the map stays exported (and
 cannot be closed or resized) while the appender may write into it. The writer lock is a C lock;
 a contended ``put`` waits for it with the GIL released. Unusual arguments (a properties mapping,
-non-ASCII tags, hosts as text) go through the owner's Python helpers, exactly as the pure twin.
+non-ASCII tags, hosts as text) go through the PutRules, and rolls through the FileRoller, exactly
+as in the pure twin. Included: ``appender_props.pxi`` (properties from tags and keys, in C) and
+``appender_pages.pxi`` (prefault, sync_range).
 """
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -83,75 +85,6 @@ cdef extern from "<pthread.h>" nogil:
     int pthread_mutex_trylock(pthread_mutex_t *m)
     int pthread_mutex_unlock(pthread_mutex_t *m)
 
-cdef extern from *:
-    """
-    #include <stdint.h>
-    #include <string.h>
-    /* 1 when a byte of p[0, n) is 0x01 or 0x02 (RocketMQ's property separators), 8 bytes a step:
-       a word has a zero byte iff (w - 0x01..01) & ~w & 0x80..80 is nonzero, tested on w ^ 0x01..01
-       and w ^ 0x02..02. A tail of 1-7 bytes re-reads the string's last 8 (bytes seen twice change
-       nothing); a string shorter than 8 goes byte by byte. Nothing outside p[0, n) is read. */
-    static inline int rmq_sep_word(uint64_t w) {
-        const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-        const uint64_t a = w ^ ones, b = w ^ (ones << 1);
-        return ((((a - ones) & ~a) | ((b - ones) & ~b)) & highs) ? 1 : 0;
-    }
-    static inline int rmq_has_sep(const char *p, Py_ssize_t n) {
-        uint64_t w;
-        Py_ssize_t i = 0;
-        if (n < 8) {
-            for (; i < n; i++)
-                if ((unsigned char)(p[i] - 1) < 2)
-                    return 1;
-            return 0;
-        }
-        for (; i + 8 <= n; i += 8) {
-            memcpy(&w, p + i, 8);
-            if (rmq_sep_word(w))
-                return 1;
-        }
-        if (i < n) {
-            memcpy(&w, p + n - 8, 8);
-            return rmq_sep_word(w);
-        }
-        return 0;
-    }
-    /* rmq_has_sep for KEYS, in the same pass: 1 for a separator, else 2 when a byte is ' ' (more
-       than one key: no dispatch hint), else 0 */
-    static inline int rmq_space_word(uint64_t w) {
-        const uint64_t ones = 0x0101010101010101ull, c = w ^ (ones * 0x20);
-        return (((c - ones) & ~c) & 0x8080808080808080ull) ? 2 : 0;
-    }
-    static inline int rmq_keys_scan(const char *p, Py_ssize_t n) {
-        uint64_t w;
-        Py_ssize_t i = 0;
-        int space = 0;
-        if (n < 8) {
-            for (; i < n; i++) {
-                if ((unsigned char)(p[i] - 1) < 2)
-                    return 1;
-                if (p[i] == ' ')
-                    space = 2;
-            }
-            return space;
-        }
-        for (; i + 8 <= n; i += 8) {
-            memcpy(&w, p + i, 8);
-            if (rmq_sep_word(w))
-                return 1;
-            space |= rmq_space_word(w);
-        }
-        if (i < n) {
-            memcpy(&w, p + n - 8, 8);
-            if (rmq_sep_word(w))
-                return 1;
-            space |= rmq_space_word(w);
-        }
-        return space;
-    }
-    """
-    bint rmq_has_sep(const char *p, Py_ssize_t n) noexcept nogil
-    int rmq_keys_scan(const char *p, Py_ssize_t n) noexcept nogil
 
 # dispatch hints (csrc/rmq_hints.h): what a put knows of its record, left for the reput thread
 cdef extern from "rmq_hints.h" nogil:
@@ -191,6 +124,8 @@ from .codec cimport rmq_body_crc, rmq_encode_blank, rmq_encode_record, rmq_msg, 
 DEF BLANK_SIZE = 8
 DEF MAX_PROPS = 32767
 DEF PROPS_STACK = 1024
+
+include "appender_props.pxi"
 
 cdef int64_t I32_MIN = -2147483648
 cdef int64_t I32_MAX = 2147483647
@@ -256,6 +191,26 @@ cdef int _int_field(object v, str name, int64_t lo, int64_t hi, int64_t *out) ex
     return 0
 
 
+cdef inline int _i32_field(object v, str name, int32_t *out) except -1:
+    """``out[0] = v``, an int32 argument (0, its usual value, without a conversion)."""
+    cdef int64_t x = 0
+    if v is not 0:
+        _int_field(v, name, I32_MIN, I32_MAX, &x)
+    out[0] = <int32_t>x
+    return 0
+
+
+cdef int64_t _topic_hash(object topic, bytes tb):
+    """Java hash of ``topic + "#"`` for the records of ``topic`` that get dispatch hints (an ASCII
+    str, not the delay topic), else -1."""
+    cdef uint32_t h
+    if not PyUnicode_CheckExact(topic) or not PyUnicode_IS_ASCII(topic) or topic == SCHEDULE_TOPIC:
+        return -1
+    h = rmq_jhash_ascii(0, <const unsigned char *>PyBytes_AS_STRING(tb), <size_t>PyBytes_GET_SIZE(tb))
+    h = h * 31 + 35  # + "#"
+    return h
+
+
 DEF DENSE_QUEUES = 4096
 
 
@@ -308,9 +263,10 @@ cdef class _Queues:
 
 
 cdef class Appender:
-    """Append records into the owner's current file (see ``rmqcore._pure.appender.Appender``)."""
+    """Append records into the CommitLog's current file (see ``rmqcore._pure.appender.Appender``)."""
 
-    cdef object _owner
+    cdef object _files  # the FileRoller: roll, prepare_next, prepare_at
+    cdef object _rules  # the PutRules: topic_bytes, properties_bytes, host
     cdef object _mf
     cdef object _clock
     cdef dict _queues  # topic -> _Queues
@@ -321,7 +277,7 @@ cdef class Appender:
     cdef bytes _last_tb
     cdef _Queues _last_qt
     cdef int64_t _pos
-    cdef int64_t _prepare_at  # at this position in the bound file the owner prepares the next one
+    cdef int64_t _prepare_at  # at this position in the bound file, the roller prepares the next one
     cdef Py_ssize_t _wp_off  # the bound file's wrote_position slot (its offset in the object), or -1
     cdef bytes _store_addr
     cdef int32_t _store_port
@@ -359,8 +315,9 @@ cdef class Appender:
             raise MemoryError()
         self._mutex_ok = True
 
-    def __init__(self, owner, file_size, store_addr, store_port, max_message_size, clock, flavour):
-        self._owner = owner
+    def __init__(self, files, rules, file_size, store_addr, store_port, max_message_size, clock, flavour):
+        self._files = files
+        self._rules = rules
         self.file_size = file_size
         self._store_addr = bytes(store_addr)
         self._store_port = store_port
@@ -486,7 +443,7 @@ cdef class Appender:
         self._wp_off = -1
         self._prepare_at = INT64_MAX
         if mf is not None:
-            self._prepare_at = self._owner.prepare_at
+            self._prepare_at = self._files.prepare_at
             PyObject_GetBuffer(mf.mm, &self._view, PyBUF_WRITABLE)
             self._has_view = True
             if self._view.len < self.file_size:
@@ -524,16 +481,6 @@ cdef class Appender:
             self._closed = True
         finally:
             self._release()
-
-    cdef int64_t _topic_hash(self, object topic, bytes tb):
-        """Java hash of ``topic + "#"`` for the records of ``topic`` that get dispatch hints (an ASCII
-        str, not the delay topic), else -1."""
-        cdef uint32_t h
-        if not PyUnicode_CheckExact(topic) or not PyUnicode_IS_ASCII(topic) or topic == SCHEDULE_TOPIC:
-            return -1
-        h = rmq_jhash_ascii(0, <const unsigned char *>PyBytes_AS_STRING(tb), <size_t>PyBytes_GET_SIZE(tb))
-        h = h * 31 + 35  # + "#"
-        return h
 
     cdef _Queues _table(self, object topic):
         if topic is self._last_topic and self._last_qt is not None:
@@ -573,12 +520,19 @@ cdef class Appender:
             raise StoreClosedError("the CommitLog is closed")
         mf = self._mf
         if mf is None or self._pos >= self.file_size:
-            mf = self._owner._roll(mf)
+            mf = self._files.roll(mf)
             self._bind(mf)
         if self._pos >= self._prepare_at:  # once per file, before anything is written
             self._prepare_at = INT64_MAX
-            self._owner._prepare_next()
+            self._files.prepare_next()
         return mf
+
+    cdef object _roll_over(self, object mf):
+        """End the bound file ``mf`` with a BLANK at the write position; the file to write into next."""
+        rmq_encode_blank(<unsigned char *>self._view.buf + self._pos, <int32_t>(self.file_size - self._pos))
+        self._pos = self.file_size
+        self._set_wrote(mf, self.file_size)
+        return self._file()
 
     # -- appending ----------------------------------------------------------------------------------
     def put(self, topic, body, queue_id=0, *, tags=None, keys=None, properties=None, properties_raw=None,
@@ -591,7 +545,7 @@ cdef class Appender:
         cdef object pb = None
         cdef object tb
         cdef int64_t x, qoff, size, pos, ts
-        cdef Py_ssize_t tl = 0, kl = 0, plen = 0
+        cdef Py_ssize_t tl = 0, kl = 0
         cdef const char *tp = NULL
         cdef const char *kp = NULL
         cdef bint no_queue
@@ -602,65 +556,32 @@ cdef class Appender:
         cdef int key_scan = 0  # rmq_keys_scan of keys: 2 when it holds a ' '
         cdef bint fast = False, hint
 
-        # topic (validated once per distinct topic by the owner)
+        # topic (validated once per distinct topic by the rules)
         if topic is self._last_topic:
             tb = self._last_tb
             th = self._last_th
         else:
             tb = self._topics.get(topic) if PyUnicode_CheckExact(topic) else None
             if tb is None:
-                tb = self._owner._topic_bytes(topic)
+                tb = self._rules.topic_bytes(topic)
                 self._topics[topic] = tb
-            th = self._topic_hash(topic, tb)
+            th = _topic_hash(topic, tb)
             if PyUnicode_CheckExact(topic):
                 self._last_topic, self._last_tb, self._last_qt, self._last_th = topic, tb, None, th
         m.topic = <const unsigned char *>PyBytes_AS_STRING(tb)
         m.topic_len = PyBytes_GET_SIZE(tb)
         m.v2 = PyUnicode_GET_LENGTH(topic) > 127
 
-        # properties: tags/keys as ASCII str are built here; anything else by the owner
+        # properties: tags/keys as ASCII str are built here; anything else by the rules
+        m.props = NULL
+        m.props_len = 0
         if (properties is None and properties_raw is None
                 and (tags is None or (PyUnicode_CheckExact(tags) and PyUnicode_IS_ASCII(tags)))
                 and (keys is None or (PyUnicode_CheckExact(keys) and PyUnicode_IS_ASCII(keys)))):
             fast = True
-            if keys is not None:
-                kp = <const char *>PyUnicode_DATA(keys)
-                kl = PyUnicode_GET_LENGTH(keys)
-                key_scan = rmq_keys_scan(kp, kl)
-                if key_scan == 1:
-                    raise InvalidMessageError("property 'KEYS' contains a \\x01 or \\x02 separator")
-                plen += 5 + kl
-            if tags is not None:
-                tp = <const char *>PyUnicode_DATA(tags)
-                tl = PyUnicode_GET_LENGTH(tags)
-                if rmq_has_sep(tp, tl):
-                    raise InvalidMessageError("property 'TAGS' contains a \\x01 or \\x02 separator")
-                plen += 5 + tl
-            if kp != NULL and tp != NULL:
-                plen += 1
-            if plen and self.flavour >= 5:
-                plen += 1
-            if plen > PROPS_STACK:
-                pb = self._owner._properties_bytes(tags, keys, properties, properties_raw)
-            else:
-                pos = 0
-                if kp != NULL:
-                    memcpy(pstack, b"KEYS\x01", 5)
-                    memcpy(pstack + 5, kp, kl)
-                    pos = 5 + kl
-                    if tp != NULL:
-                        pstack[pos] = 2
-                        pos += 1
-                if tp != NULL:
-                    memcpy(pstack + pos, b"TAGS\x01", 5)
-                    memcpy(pstack + pos + 5, tp, tl)
-                    pos += 5 + tl
-                if plen and self.flavour >= 5:
-                    pstack[pos] = 2
-                m.props = pstack
-                m.props_len = plen
-        else:
-            pb = self._owner._properties_bytes(tags, keys, properties, properties_raw)
+            key_scan = _tags_keys_props(tags, keys, self.flavour, pstack, &m, &tp, &tl, &kp, &kl)
+        if m.props == NULL:
+            pb = self._rules.properties_bytes(tags, keys, properties, properties_raw)
         if pb is not None:
             m.props = <const unsigned char *>PyBytes_AS_STRING(pb)
             m.props_len = PyBytes_GET_SIZE(pb)
@@ -672,21 +593,9 @@ cdef class Appender:
             raise InvalidMessageError(f"queue_id must be a non-negative int, not {queue_id!r}")
         _int_field(queue_id, "queue_id", 0, I32_MAX, &x)
         m.queue_id = <int32_t>x
-        if flag is 0:
-            m.flag = 0
-        else:
-            _int_field(flag, "flag", I32_MIN, I32_MAX, &x)
-            m.flag = <int32_t>x
-        if sys_flag is 0:
-            m.sys_flag = 0
-        else:
-            _int_field(sys_flag, "sys_flag", I32_MIN, I32_MAX, &x)
-            m.sys_flag = <int32_t>x
-        if reconsume_times is 0:
-            m.reconsume_times = 0
-        else:
-            _int_field(reconsume_times, "reconsume_times", I32_MIN, I32_MAX, &x)
-            m.reconsume_times = <int32_t>x
+        _i32_field(flag, "flag", &m.flag)
+        _i32_field(sys_flag, "sys_flag", &m.sys_flag)
+        _i32_field(reconsume_times, "reconsume_times", &m.reconsume_times)
         if prepared_transaction_offset is 0:
             m.prepared_tx_offset = 0
         else:
@@ -701,13 +610,13 @@ cdef class Appender:
             sa = self._store_addr
             m.store_port = self._store_port
         else:
-            sa, x = self._owner._host(store_host)
+            sa, x = self._rules.host(store_host)
             m.store_port = <int32_t>x
         if born_host is None:
             ba = sa
             m.born_port = m.store_port
         else:
-            ba, x = self._owner._host(born_host)
+            ba, x = self._rules.host(born_host)
             m.born_port = <int32_t>x
         m.store_addr = <const unsigned char *>PyBytes_AS_STRING(sa)
         m.store_addr_len = <int32_t>PyBytes_GET_SIZE(sa)
@@ -768,10 +677,7 @@ cdef class Appender:
                 m.queue_offset = qoff
                 pos = self._pos
                 if size + BLANK_SIZE > self.file_size - pos:
-                    rmq_encode_blank(<unsigned char *>self._view.buf + pos, <int32_t>(self.file_size - pos))
-                    self._pos = self.file_size
-                    self._set_wrote(mf, self.file_size)
-                    mf = self._file()
+                    mf = self._roll_over(mf)
                     pos = self._pos
                     if size + BLANK_SIZE > self.file_size - pos:
                         raise MessageTooLargeError(f"a record of {size} bytes does not fit after a roll")
@@ -807,8 +713,6 @@ cdef class Appender:
                   born_addr, born_port, store_addr, store_port):
         """Append an already validated batch (the CommitLog validates; this checks each body's
         length against ``max_message_size``, then places and writes it)."""
-        from .._pure.appender import BatchAppendResult
-
         cdef Py_ssize_t n = len(bodies), i, ln, longest = 0
         cdef _Queues qt
         for i in range(n):
@@ -842,10 +746,7 @@ cdef class Appender:
                     raise MessageTooLargeError(
                         f"a batch of {-total} bytes does not fit in a {self.file_size}-byte file"
                     )
-                rmq_encode_blank(<unsigned char *>self._view.buf + <int64_t>pos, <int32_t>(self.file_size - pos))
-                self._pos = self.file_size
-                self._set_wrote(mf, self.file_size)
-                mf = self._file()
+                mf = self._roll_over(mf)
             self._pos = pos + total
             self._set_wrote(mf, self._pos)
             rmq_publish_i64(self._live, self._from + self._pos)
@@ -858,140 +759,4 @@ cdef class Appender:
 from .._pure.appender import BatchAppendResult  # one Python class serves both twins
 
 
-cdef inline bint _plain(object s) noexcept:
-    """None, or a str the kernel encodes itself (exact, ASCII)."""
-    return s is None or (PyUnicode_CheckExact(s) and PyUnicode_IS_ASCII(s))
-
-
-def batch_properties(Py_ssize_t n, tags, keys, int flavour, fallback):
-    """The pure twin's ``batch_properties``: the same bytes, with each message whose tags and
-    keys are None or ASCII strs (no separator, short enough) encoded here, one bytes object per
-    message and no Python call; ``fallback(tags, keys)`` builds (and raises for) every other."""
-    cdef list out = [None] * n
-    cdef Py_ssize_t i, tl, kl, plen
-    cdef const char *tp
-    cdef const char *kp
-    cdef char *d
-    cdef object t = None, k = None, b
-    cdef bint one_tag = tags is None or PyUnicode_Check(tags)
-    if one_tag:
-        t = tags
-    else:
-        tags = tags if PyList_CheckExact(tags) or PyTuple_CheckExact(tags) else list(tags)
-    if keys is not None:
-        keys = keys if PyList_CheckExact(keys) or PyTuple_CheckExact(keys) else list(keys)
-    if (not one_tag and len(tags) < n) or (keys is not None and len(keys) < n):
-        raise InvalidMessageError("tags and keys need one entry per body")
-    for i in range(n):
-        if not one_tag:
-            t = tags[i]
-        if keys is not None:
-            k = keys[i]
-        if not (_plain(t) and _plain(k)):
-            out[i] = fallback(t, k)
-            continue
-        tl = kl = plen = 0
-        if k is not None:
-            kp = <const char *>PyUnicode_DATA(k)
-            kl = PyUnicode_GET_LENGTH(k)
-            plen = 5 + kl
-        if t is not None:
-            tp = <const char *>PyUnicode_DATA(t)
-            tl = PyUnicode_GET_LENGTH(t)
-            plen += 5 + tl + (1 if k is not None else 0)
-        if plen and flavour >= 5:
-            plen += 1
-        if (plen > MAX_PROPS or (k is not None and rmq_has_sep(kp, kl))
-                or (t is not None and rmq_has_sep(tp, tl))):
-            out[i] = fallback(t, k)  # raises: a separator, or too long
-            continue
-        b = PyBytes_FromStringAndSize(NULL, plen)
-        d = PyBytes_AS_STRING(b)
-        if k is not None:
-            memcpy(d, b"KEYS\x01", 5)
-            memcpy(d + 5, kp, kl)
-            d += 5 + kl
-            if t is not None:
-                d[0] = 2
-                d += 1
-        if t is not None:
-            memcpy(d, b"TAGS\x01", 5)
-            memcpy(d + 5, tp, tl)
-            d += 5 + tl
-        if plen and flavour >= 5:
-            d[0] = 2
-        out[i] = b
-    return out
-
-
-cdef extern from "<sys/mman.h>" nogil:
-    int madvise(void *addr, size_t length, int advice)
-    int msync(void *addr, size_t length, int flags)
-    enum: MADV_WILLNEED
-    enum: MS_SYNC
-
-cdef extern from "<errno.h>" nogil:
-    int errno
-
-DEF MADV_POPULATE_WRITE_ = 23  # Linux >= 5.14
-# madvise and msync take page-aligned addresses: 4 KiB on x86, 16 KiB on Apple silicon
-cdef size_t _PAGE = _mmap.PAGESIZE
-
-
-def prefault(mm, start, end):
-    """Fault the pages of ``mm[start:end]`` in for writing (MADV_POPULATE_WRITE), GIL released.
-
-    Falls back to MADV_WILLNEED where the kernel lacks it. Returns True when pages were populated.
-    Only for regions nothing reads or writes yet (the next file, or beyond the write position).
-    """
-    cdef Py_buffer view
-    cdef Py_ssize_t s = start, e = end
-    cdef size_t page = _PAGE
-    cdef char *base
-    cdef char *p
-    cdef size_t n
-    cdef int rc
-    PyObject_GetBuffer(mm, &view, PyBUF_WRITABLE)
-    try:
-        if s < 0 or e > view.len or s > e:
-            raise ValueError("prefault range outside the buffer")
-        base = <char *>view.buf
-        p = base + (s - s % page)
-        n = <size_t>(e - (s - s % page))
-        with nogil:
-            rc = madvise(p, n, MADV_POPULATE_WRITE_)
-            if rc != 0:
-                madvise(p, n, MADV_WILLNEED)
-        return rc == 0
-    finally:
-        PyBuffer_Release(&view)
-
-
-def sync_range(mm, start, end):
-    """Make bytes ``[start, end)`` of the mapped file durable: msync(MS_SYNC) of that range (on
-    Linux vfs_fsync_range: write-back of the range, then the journal and device flush fdatasync
-    would do), with the GIL released. Pages outside the range are left alone: a whole-file
-    fdatasync also wrote back the pages pre-faulted past the write position and took 100+ ms
-    while a producer kept writing. Raises OSError."""
-    cdef Py_buffer view
-    cdef Py_ssize_t s = start, e = end
-    cdef size_t page = _PAGE
-    cdef char *p
-    cdef size_t n
-    cdef int rc = 0, err = 0
-    if s >= e:
-        return
-    PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE)
-    try:
-        if s < 0 or e > view.len:
-            raise ValueError("sync range outside the buffer")
-        p = <char *>view.buf + (s - s % page)
-        n = <size_t>(e - (s - s % page))
-        with nogil:
-            rc = msync(p, n, MS_SYNC)
-            if rc != 0:
-                err = errno
-        if rc != 0:
-            raise OSError(err, os.strerror(err))
-    finally:
-        PyBuffer_Release(&view)
+include "appender_pages.pxi"

@@ -2,9 +2,11 @@
 
 An ``Appender`` is the one stateful kernel: it holds the CommitLog's current file (a MappedFile
 whose map it writes into), the write position, the next queue offset of every topic/queue and the
-writer lock, so that ``put`` is one call. Rolling to the next file, topic validation misses and
-anything unusual (a properties mapping, hosts given as text) go back to the owning CommitLog
-through its ``_roll``, ``_topic_bytes``, ``_properties_bytes`` and ``_host`` methods.
+writer lock, so that ``put`` is one call. It is given its two collaborators and calls only their
+public methods: a ``FileRoller`` (``rmqcore.rolling``: ``roll`` to the next file, ``prepare_next``
+once the bound file is written up to ``prepare_at``) and the ``PutRules`` of the flavour
+(``rmqcore.putrules``: ``topic_bytes`` for a topic not seen yet, ``properties_bytes`` and ``host``
+for anything unusual, such as a properties mapping or hosts given as text).
 
 Both twins: same names, signatures, results and exceptions.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -86,19 +89,17 @@ def sync_range(mm: Any, start: int, end: int) -> None:
     mm.flush(s, end - s)
 
 
+@dataclass(slots=True, repr=False, eq=False)
 class AppendResult:
-    """What one append returns (AppendMessageResult): physical offset, size, queue offset, store time."""
+    """What one append returns (AppendMessageResult): physical offset, size, queue offset, store time
+    (and the store host, for the message id)."""
 
-    __slots__ = ("physical_offset", "size", "queue_offset", "store_timestamp", "_addr", "_port")
-
-    def __init__(self, physical_offset: int, size: int, queue_offset: int, store_timestamp: int,
-                 addr: bytes, port: int) -> None:
-        self.physical_offset = physical_offset
-        self.size = size
-        self.queue_offset = queue_offset
-        self.store_timestamp = store_timestamp
-        self._addr = addr
-        self._port = port
+    physical_offset: int
+    size: int
+    queue_offset: int
+    store_timestamp: int
+    _addr: bytes
+    _port: int
 
     @property
     def msg_id(self) -> str:
@@ -112,21 +113,19 @@ class AppendResult:
         )
 
 
+@dataclass(slots=True, repr=False, eq=False)
 class BatchAppendResult:
-    """What a batch append returns: first physical offset, total bytes, first queue offset, sizes."""
+    """What a batch append returns: first physical offset, total bytes, first queue offset, store
+    time, message count and each message's size (and the store host, for the message ids)."""
 
-    __slots__ = ("physical_offset", "size", "queue_offset", "store_timestamp", "count", "sizes", "_addr", "_port")
-
-    def __init__(self, physical_offset: int, size: int, queue_offset: int, store_timestamp: int,
-                 count: int, sizes: Any, addr: bytes, port: int) -> None:
-        self.physical_offset = physical_offset
-        self.size = size
-        self.queue_offset = queue_offset
-        self.store_timestamp = store_timestamp
-        self.count = count
-        self.sizes = sizes
-        self._addr = addr
-        self._port = port
+    physical_offset: int
+    size: int
+    queue_offset: int
+    store_timestamp: int
+    count: int
+    sizes: Any
+    _addr: bytes
+    _port: int
 
     @property
     def physical_offsets(self) -> list[int]:
@@ -171,8 +170,9 @@ class Appender:
     """Append records into the owner's current file (see the module docstring).
 
     Args:
-        owner: the CommitLog (provides ``_roll(mf)``, ``_topic_bytes(topic)``,
-            ``_properties_bytes(tags, keys, properties, properties_raw)``, ``_host(value)``).
+        files: the CommitLog's ``FileRoller`` (``roll(full_file)``, ``prepare_next()``, ``prepare_at``).
+        rules: its ``PutRules`` (``topic_bytes(topic)``, ``properties_bytes(tags, keys, properties,
+            properties_raw)``, ``host(value)``).
         file_size: bytes per file.
         store_addr, store_port: the default store host.
         max_message_size: largest body accepted.
@@ -180,9 +180,10 @@ class Appender:
         flavour: 4 or 5 (how a properties string built from tags/keys ends).
     """
 
-    def __init__(self, owner: Any, file_size: int, store_addr: bytes, store_port: int,
+    def __init__(self, files: Any, rules: Any, file_size: int, store_addr: bytes, store_port: int,
                  max_message_size: int, clock: Callable[[], int] | None, flavour: int) -> None:
-        self._owner = owner
+        self._files = files
+        self._rules = rules
         self.flavour = flavour
         self.file_size = file_size
         self._store_addr = store_addr
@@ -191,7 +192,7 @@ class Appender:
         self._clock = clock or _now_ms
         self._lock = threading.Lock()
         self._mf: Any = None
-        self._prepare_at = _NEVER  # at this position in the bound file the owner prepares the next one
+        self._prepare_at = _NEVER  # at this position in the bound file, the roller prepares the next one
         self._queues: dict[tuple[str, int], int] = {}
         self._topics: dict[str, bytes] = {}
         self._closed = False
@@ -228,7 +229,7 @@ class Appender:
         """Write into MappedFile ``mf`` from its ``wrote_position`` on (None releases the current one)."""
         self._ring[:, H_SEQ] = -1  # the position may move back (set_end): no hint may outlive it
         self._mf = mf
-        self._prepare_at = _NEVER if mf is None else self._owner.prepare_at
+        self._prepare_at = _NEVER if mf is None else self._files.prepare_at
         self._live[0] = -1 if mf is None else mf.file_from_offset + mf.wrote_position
 
     def close(self) -> None:
@@ -336,12 +337,21 @@ class Appender:
             raise StoreClosedError("the CommitLog is closed")
         mf = self._mf
         if mf is None or mf.wrote_position >= self.file_size:
-            mf = self._owner._roll(mf)
+            mf = self._files.roll(mf)
             self.set_file(mf)
         if mf.wrote_position >= self._prepare_at:  # once per file, before anything is written
             self._prepare_at = _NEVER
-            self._owner._prepare_next()
+            self._files.prepare_next()
         return mf
+
+    def _roll_over(self, mf: Any, pos: int, need: int, what: str) -> Any:
+        """``need`` bytes do not fit after ``pos`` in ``mf``: end it with a BLANK there; the file to
+        write into next (MessageTooLargeError when they would not fit in an empty file either)."""
+        if pos == 0 or need + BLANK_SIZE > self.file_size:
+            raise MessageTooLargeError(f"{what} of {need} bytes does not fit in a {self.file_size}-byte file")
+        codec.encode_blank(mf.mm, pos, self.file_size - pos)
+        mf.wrote_position = self.file_size
+        return self._file()
 
     def put(
         self,
@@ -363,7 +373,7 @@ class Appender:
     ) -> AppendResult:
         tb = self._topics.get(topic) if type(topic) is str else None
         if tb is None:
-            tb = self._owner._topic_bytes(topic)
+            tb = self._rules.topic_bytes(topic)
             self._topics[topic] = tb
         if not isinstance(body, (bytes, bytearray, memoryview)):
             raise InvalidMessageError(f"body must be bytes-like, not {type(body).__name__}")
@@ -372,7 +382,7 @@ class Appender:
             raise MessageTooLargeError(
                 f"body of {body_len} bytes exceeds the maximum message size {self.max_message_size}"
             )
-        pb = self._owner._properties_bytes(tags, keys, properties, properties_raw)
+        pb = self._rules.properties_bytes(tags, keys, properties, properties_raw)
         if type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
             raise InvalidMessageError(f"queue_id must be a non-negative int, not {queue_id!r}")
         flag = _int_field(flag, "flag", *_I32)
@@ -384,8 +394,8 @@ class Appender:
         if store_host is None:
             sa, sp = self._store_addr, self._store_port
         else:
-            sa, sp = self._owner._host(store_host)
-        ba, bp = (sa, sp) if born_host is None else self._owner._host(born_host)
+            sa, sp = self._rules.host(store_host)
+        ba, bp = (sa, sp) if born_host is None else self._rules.host(born_host)
         v2 = len(topic) > MAX_TOPIC_LEN_V1
         tran = sys_flag & TRANSACTION_MASK
         no_queue = tran == TRANSACTION_PREPARED or tran == TRANSACTION_ROLLBACK
@@ -406,11 +416,7 @@ class Appender:
                 )
                 if n > 0:
                     break
-                if pos == 0 or -n + BLANK_SIZE > self.file_size:
-                    raise MessageTooLargeError(f"a record of {-n} bytes does not fit in a {self.file_size}-byte file")
-                codec.encode_blank(mf.mm, pos, self.file_size - pos)
-                mf.wrote_position = self.file_size
-                mf = self._file()
+                mf = self._roll_over(mf, pos, -n, "a record")
             mf.wrote_position = pos + n
             if hint is not None:  # after the record, before its end is published (rmq_hints.h)
                 plen = len(pb) if pb else 0
@@ -462,13 +468,7 @@ class Appender:
                 )
                 if total > 0:
                     break
-                if pos == 0 or -total + BLANK_SIZE > self.file_size:
-                    raise MessageTooLargeError(
-                        f"a batch of {-total} bytes does not fit in a {self.file_size}-byte file"
-                    )
-                codec.encode_blank(mf.mm, pos, self.file_size - pos)
-                mf.wrote_position = self.file_size
-                mf = self._file()
+                mf = self._roll_over(mf, pos, -total, "a batch")
             mf.wrote_position = pos + total
             self._live[0] = mf.file_from_offset + pos + total
             self._woken()

@@ -363,7 +363,7 @@ class MessageStore:
                 self._async_flush = AsyncFlushService(
                     lambda: cl.flushed_offset, lambda: cl.max_offset, cl._flush, cfg.flush_interval_ms,
                     cfg.flush_least_pages, cfg.flush_thorough_interval_ms)
-                self.put = cl.put  # type: ignore[assignment]  # the native hot path, one C call
+                self.put = cl.put  # type: ignore[method-assign]  # the native hot path, one C call
             # consume queues, index files and the checkpoint are flushed on their own schedule
             self._logics_flush = AsyncFlushService(
                 lambda: 0, lambda: 1 << 62, self._flush_logics, cfg.flush_interval_consume_queue_ms, 0, 1 << 40)
@@ -1550,7 +1550,7 @@ class MessageStore:
         if full:
             self.put = self._refuse_write  # type: ignore[method-assign]
         else:
-            self.put = self._put_sync if self._group_commit is not None else self.commitlog.put  # type: ignore[assignment]
+            self.put = self._put_sync if self._group_commit is not None else self.commitlog.put  # type: ignore[method-assign]
 
     # -- consumer offsets ---------------------------------------------------------------------------------
     @gated
