@@ -24,7 +24,6 @@ MAX_CLASS_LINES = 500
 
 TOO_BIG = {
     "indexfile.py": 880,
-    "kafka/segment.py": 803,
     "store/__init__.py": 1850,
     "store/__init__.py:MessageStore": 1635,
 }
