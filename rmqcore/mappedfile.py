@@ -29,7 +29,7 @@ import mmap
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from .errors import (
     full_disk_is_error,
 )
 
-__all__ = ["MappedFile", "MappedFileQueue", "MapPool", "PooledMappedFile", "open_files_budget"]
+__all__ = ["MappedFile", "MappedFileQueue", "MapPool", "PooledMappedFile", "map_file", "open_files_budget"]
 
 _MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 _PREFAULT_CHUNK = 4 * 1024 * 1024
@@ -67,6 +67,50 @@ def _advise_huge(mm: mmap.mmap) -> None:
             pass
 
 
+def map_file(
+    path: str, file_size: int, *, create: bool, read_only: bool, geometry: str,
+    allocate_new: int | None = None, allocate_existing: Callable[[int], int] | None = None,
+) -> tuple[int, mmap.mmap]:  # fmt: skip
+    """Create ``path`` (it must not exist) or open it, check that it has ``file_size`` bytes and map them
+    all; returns the descriptor and the map. The file is allocated, not sparse, from its start:
+    ``allocate_new`` bytes of a created file, ``allocate_existing(fd)`` bytes of an existing one opened
+    writable (both default to the whole file). RocketMQ leaves its files sparse (FileChannel.map extends
+    them): writing through the map into an unallocated page of a full disk would be a SIGBUS (see
+    fileops); allocating is a no-op for files rmqcore created. On any failure nothing stays open and a file
+    created here is deleted.
+
+    Raises:
+        ConfigError: the file's length is not ``file_size`` (the message says it does not match
+            ``geometry``).
+        DiskFullError, TooManyOpenFilesError: see ``errors.full_disk_is_error``.
+        OSError: the file cannot be created or opened.
+    """
+    if create:
+        with full_disk_is_error(f"{path} ({file_size} bytes)"):
+            fd = fileops.current().create(path, file_size, allocate_new)
+    else:
+        flags = os.O_RDONLY if read_only else os.O_RDWR
+        with full_disk_is_error(path):  # no descriptor left: TooManyOpenFilesError
+            fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size != file_size:
+            raise ConfigError(f"{path}: length {size} does not match {geometry}")
+        if not create and not read_only:
+            fileops.allocate(fd, path, 0, file_size if allocate_existing is None else allocate_existing(fd))
+        with full_disk_is_error(path):  # the map takes a descriptor of its own
+            mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
+    except BaseException:
+        os.close(fd)
+        if create:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise
+    return fd, mm
+
+
 class MappedFile:
     """One fixed-size file mapped into memory."""
 
@@ -84,39 +128,11 @@ class MappedFile:
         self.file_size = file_size
         self.file_end_offset = file_from_offset + file_size  # global offset one past the file
         self.read_only = read_only
-        if create:
-            with full_disk_is_error(f"{self.path} ({file_size} bytes)"):
-                fd = fileops.current().create(self.path, file_size)  # allocated, not sparse (see fileops)
-        else:
-            flags = os.O_RDONLY if read_only else os.O_RDWR
-            with full_disk_is_error(self.path):  # no descriptor left: TooManyOpenFilesError
-                fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            if size != file_size:
-                raise ConfigError(
-                    f"{self.path}: length {size} does not match the configured file size {file_size} "
-                    "(pass the store's real geometry, or move the stray file away)"
-                )
-            if not create and not read_only:
-                # RocketMQ leaves its files sparse (FileChannel.map extends them): allocate before
-                # appending through the map, or a full disk is a SIGBUS (see fileops); a no-op for
-                # files rmqcore created
-                fileops.allocate(fd, self.path, 0, file_size)
-            with full_disk_is_error(self.path):  # the map takes a descriptor of its own
-                self.mm = mmap.mmap(
-                    fd, file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
-                )
-            if huge_pages and not read_only:
-                _advise_huge(self.mm)
-        except BaseException:
-            os.close(fd)
-            if create:
-                try:
-                    os.unlink(self.path)
-                except OSError:
-                    pass
-            raise
+        fd, self.mm = map_file(self.path, file_size, create=create, read_only=read_only,
+                               geometry=f"the configured file size {file_size} (pass the store's real "
+                               "geometry, or move the stray file away)")
+        if huge_pages and not read_only:
+            _advise_huge(self.mm)
         self.fd = fd
         self.wrote_position = 0
         self.flushed_position = 0

@@ -125,7 +125,7 @@ def _listing(directory: Path) -> list[dict[str, Any]]:
 
 
 def _index_listing(directory: Path) -> list[dict[str, Any]]:
-    from ..indexfile import HEADER_SIZE, IndexHeader
+    from ..indexfile_format import HEADER_SIZE, IndexHeader
 
     if not directory.is_dir():
         return []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqcore import fileops, indexfile
+from rmqcore import fileops, indexfile_format
 from rmqcore.errors import DiskFullError
 from rmqcore.message import MessageExt
 from rmqcore.store import MessageStore
@@ -168,7 +168,7 @@ def test_an_index_file_is_allocated_as_it_fills(tmp_path: Path, impl, monkeypatc
     file for a few keys), and each chunk is allocated before the dispatcher may write into it: no
     full disk can meet an unallocated page, and one that is full when the next chunk is needed
     stops dispatch with a DiskFullError, to go on once there is space."""
-    monkeypatch.setattr(indexfile, "ALLOC_ENTRIES", 1024)
+    monkeypatch.setattr(indexfile_format, "ALLOC_ENTRIES", 1024)
     geom = dict(commitlog_file_size=1 << 20, cq_file_size=20 * 10_000, index_slots=17, index_entries=20_000)
     ops = FullAllocations()
     with fileops.use(ops):

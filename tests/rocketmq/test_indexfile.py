@@ -29,7 +29,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rmqcore import _impl, indexfile
+from rmqcore import _impl, indexfile_format
 from rmqcore.errors import ConfigError, IndexCorruptError, RmqError, StoreClosedError
 from rmqcore.indexfile import IndexFile, IndexHeader, IndexService, index_file_name
 from tests.conftest import IMPLS, RMQ_FIXTURES, VERSIONS, read_jsonl_gz
@@ -236,7 +236,7 @@ def test_indexfiletest_vectors(impl: SimpleNamespace, tmp_path: Path) -> None:
 def test_chunked_allocation_writes_the_same_file(
     impl: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Entries are allocated a chunk at a time (indexfile.ALLOC_ENTRIES): one put at a time and in
+    """Entries are allocated a chunk at a time (indexfile_format.ALLOC_ENTRIES): one put at a time and in
     batches, across chunk ends, the file is byte for byte the one written with no chunking, and a
     file reopened mid-chunk goes on from its count."""
     rnd = random.Random(7)
@@ -244,7 +244,7 @@ def test_chunked_allocation_writes_the_same_file(
     offs, tss = list(range(1000, 1300)), [1_700_000_000_000 + 10 * i for i in range(300)]
 
     def write(path: Path, chunk: int) -> bytes:
-        monkeypatch.setattr(indexfile, "ALLOC_ENTRIES", chunk)
+        monkeypatch.setattr(indexfile_format, "ALLOC_ENTRIES", chunk)
         f = IndexFile.create(path, 31, 400, impl=impl.name)
         for i in range(100):
             assert f.put_hash(hashes[i], offs[i], tss[i])
