@@ -10,6 +10,8 @@ import datetime as _dt
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,7 +30,7 @@ from ..errors import (
 __all__ = [
     "EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "READ_ONLY_COMMANDS", "CliError", "Parser", "add_geometry",
     "detect_flavour", "emit", "error_line", "full_geometry", "given_geometry", "index_geometry", "iso",
-    "open_store", "run", "say_error", "store_root",
+    "open_store", "run", "say_error", "store_command", "store_root",
 ]
 
 
@@ -105,6 +107,22 @@ def add_geometry(p: argparse.ArgumentParser) -> None:
                    help="bytes per consume queue file (default: rmqcore.json, else the files, else 6,000,000)")
     p.add_argument("--index-slots", type=int, default=None, help="index hash slots (default 5,000,000)")
     p.add_argument("--index-entries", type=int, default=None, help="index entries per file (default 20,000,000)")
+
+
+@contextmanager
+def store_command(
+    sub: Any, name: str, func: Callable[[argparse.Namespace], int], *, geometry: bool = True, **parser: Any
+) -> Iterator[argparse.ArgumentParser]:
+    """Register command ``name STORE_DIR ...`` that runs ``func``: the ``with`` block adds the command's
+    own arguments (in the order its help lists them) between the store directory and the geometry
+    options (:func:`add_geometry`, unless ``geometry`` is false). ``parser``: ``add_parser``'s
+    keywords (``help``, ``description``)."""
+    p = sub.add_parser(name, **parser)
+    p.add_argument("store_dir")
+    yield p
+    if geometry:
+        add_geometry(p)
+    p.set_defaults(func=func)
 
 
 def given_geometry(args: argparse.Namespace) -> dict[str, Any]:

@@ -18,13 +18,13 @@ from .common import (
     EXIT_OK,
     EXIT_PROBLEM,
     CliError,
-    add_geometry,
     detect_flavour,
     emit,
     full_geometry,
     given_geometry,
     open_store,
     say_error,
+    store_command,
     store_root,
 )
 from .state import cmd_dump_checkpoint, cmd_info, cmd_stats
@@ -242,18 +242,16 @@ def _cmd_tail(args: argparse.Namespace) -> int:
 
 
 def _add_tail(sub: Any) -> None:
-    tl = sub.add_parser("tail", help="print messages as they arrive, like kafka-console-consumer "
-                                     "(a read-only follower)")
-    tl.add_argument("store_dir")
-    tl.add_argument("--topic", required=True)
-    tl.add_argument("--queue", type=int, default=None,
-                    help="one queue id (default: every queue of the topic)")
-    tl.add_argument("--from", dest="from_", default="latest", metavar="earliest|latest|OFFSET",
-                    help="where each queue starts (default latest: only messages published from now on)")
-    tl.add_argument("--max", type=int, default=None, help="stop after N messages (default: until Ctrl-C)")
-    tl.add_argument("--json", action="store_true", help="one JSON object per message")
-    add_geometry(tl)
-    tl.set_defaults(func=_cmd_tail)
+    with store_command(sub, "tail", _cmd_tail,
+                       help="print messages as they arrive, like kafka-console-consumer "
+                            "(a read-only follower)") as tl:
+        tl.add_argument("--topic", required=True)
+        tl.add_argument("--queue", type=int, default=None,
+                        help="one queue id (default: every queue of the topic)")
+        tl.add_argument("--from", dest="from_", default="latest", metavar="earliest|latest|OFFSET",
+                        help="where each queue starts (default latest: only messages published from now on)")
+        tl.add_argument("--max", type=int, default=None, help="stop after N messages (default: until Ctrl-C)")
+        tl.add_argument("--json", action="store_true", help="one JSON object per message")
 
 
 def _cmd_dump_index(args: argparse.Namespace) -> int:
@@ -408,110 +406,90 @@ def register(sub: Any) -> None:
 
     dump = sub.add_parser("dump", help="print the contents of store files")
     dsub = dump.add_subparsers(dest="what", required=True)
-    dcl = dsub.add_parser("commitlog", help="every record and BLANK of a store's commitlog")
-    dcl.add_argument("store_dir")
-    dcl.add_argument("--from", dest="from_offset", type=int, default=None, help="start at this physical offset")
-    dcl.add_argument("--json", action="store_true", help="one JSON object per line")
-    dcl.add_argument("--no-crc", action="store_true", help="do not verify body CRCs")
-    add_geometry(dcl)
-    dcl.set_defaults(func=_cmd_dump_commitlog)
+    with store_command(dsub, "commitlog", _cmd_dump_commitlog,
+                       help="every record and BLANK of a store's commitlog") as dcl:
+        dcl.add_argument("--from", dest="from_offset", type=int, default=None,
+                         help="start at this physical offset")
+        dcl.add_argument("--json", action="store_true", help="one JSON object per line")
+        dcl.add_argument("--no-crc", action="store_true", help="do not verify body CRCs")
 
-    dcq = dsub.add_parser("cq", help="every unit of one consume queue")
-    dcq.add_argument("store_dir")
-    dcq.add_argument("topic")
-    dcq.add_argument("queue_id", type=int)
-    dcq.add_argument("--json", action="store_true", help="one JSON object per line")
-    add_geometry(dcq)
-    dcq.set_defaults(func=_cmd_dump_cq)
+    with store_command(dsub, "cq", _cmd_dump_cq, help="every unit of one consume queue") as dcq:
+        dcq.add_argument("topic")
+        dcq.add_argument("queue_id", type=int)
+        dcq.add_argument("--json", action="store_true", help="one JSON object per line")
 
-    dix = dsub.add_parser("index", help="the header of every index file")
-    dix.add_argument("store_dir")
-    dix.add_argument("--json", action="store_true", help="one JSON object per line")
-    add_geometry(dix)
-    dix.set_defaults(func=_cmd_dump_index)
+    with store_command(dsub, "index", _cmd_dump_index, help="the header of every index file") as dix:
+        dix.add_argument("--json", action="store_true", help="one JSON object per line")
 
-    dcp = dsub.add_parser("checkpoint", help="the checkpoint file's fields (4.x: three, 5.x: five)")
-    dcp.add_argument("store_dir")
-    dcp.add_argument("--flavour", type=int, choices=(4, 5), default=None,
-                     help="read the 4.x (three-field) or 5.x (five-field) layout (default: detected)")
-    dcp.add_argument("--json", action="store_true", help="one JSON object")
-    dcp.set_defaults(func=cmd_dump_checkpoint)
+    with store_command(dsub, "checkpoint", cmd_dump_checkpoint, geometry=False,
+                       help="the checkpoint file's fields (4.x: three, 5.x: five)") as dcp:
+        dcp.add_argument("--flavour", type=int, choices=(4, 5), default=None,
+                         help="read the 4.x (three-field) or 5.x (five-field) layout (default: detected)")
+        dcp.add_argument("--json", action="store_true", help="one JSON object")
 
-    inf = sub.add_parser("info", help="geometry, files, offsets, dispatch lag, checkpoint, abort and lock; read-only")
-    inf.add_argument("store_dir")
-    inf.add_argument("--json", action="store_true", help="one JSON object")
-    add_geometry(inf)
-    inf.set_defaults(func=cmd_info)
+    with store_command(sub, "info", cmd_info,
+                       help="geometry, files, offsets, dispatch lag, checkpoint, abort and lock; "
+                            "read-only") as inf:
+        inf.add_argument("--json", action="store_true", help="one JSON object")
 
-    sts = sub.add_parser("stats", help="messages, offsets, bytes and store times per topic/queue; read-only")
-    sts.add_argument("store_dir")
-    sts.add_argument("--topic", default=None, help="only this topic's queues")
-    sts.add_argument("--json", action="store_true", help="one JSON object per queue, then the totals")
-    add_geometry(sts)
-    sts.set_defaults(func=cmd_stats)
+    with store_command(sub, "stats", cmd_stats,
+                       help="messages, offsets, bytes and store times per topic/queue; read-only") as sts:
+        sts.add_argument("--topic", default=None, help="only this topic's queues")
+        sts.add_argument("--json", action="store_true", help="one JSON object per queue, then the totals")
 
-    qry = sub.add_parser("query", help="messages by key (KEYS token or UNIQ_KEY), in physical order")
-    qry.add_argument("store_dir")
-    qry.add_argument("--topic", required=True)
-    qry.add_argument("--key", required=True)
-    qry.add_argument("--begin", type=int, default=0, help="store time window start (ms)")
-    qry.add_argument("--end", type=int, default=2**63 - 1, help="store time window end (ms)")
-    qry.add_argument("--max", type=int, default=64)
-    qry.add_argument("--raw", action="store_true",
-                     help="RocketMQ's answer: every hash match, collisions included")
-    qry.add_argument("--json", action="store_true")
-    add_geometry(qry)
-    qry.set_defaults(func=_cmd_query)
+    with store_command(sub, "query", _cmd_query,
+                       help="messages by key (KEYS token or UNIQ_KEY), in physical order") as qry:
+        qry.add_argument("--topic", required=True)
+        qry.add_argument("--key", required=True)
+        qry.add_argument("--begin", type=int, default=0, help="store time window start (ms)")
+        qry.add_argument("--end", type=int, default=2**63 - 1, help="store time window end (ms)")
+        qry.add_argument("--max", type=int, default=64)
+        qry.add_argument("--raw", action="store_true",
+                         help="RocketMQ's answer: every hash match, collisions included")
+        qry.add_argument("--json", action="store_true")
 
-    get = sub.add_parser("get", help="pull messages from a queue as a consumer would (getMessage)")
-    get.add_argument("store_dir")
-    get.add_argument("--topic", required=True)
-    get.add_argument("--queue", type=int, required=True)
-    get.add_argument("--offset", type=int, required=True)
-    get.add_argument("--max", type=int, default=32)
-    get.add_argument("--group", default="rmqcore-cli")
-    get.add_argument("--json", action="store_true")
-    add_geometry(get)
-    get.set_defaults(func=_cmd_get)
+    with store_command(sub, "get", _cmd_get,
+                       help="pull messages from a queue as a consumer would (getMessage)") as get:
+        get.add_argument("--topic", required=True)
+        get.add_argument("--queue", type=int, required=True)
+        get.add_argument("--offset", type=int, required=True)
+        get.add_argument("--max", type=int, default=32)
+        get.add_argument("--group", default="rmqcore-cli")
+        get.add_argument("--json", action="store_true")
 
     _add_tail(sub)
 
-    ver = sub.add_parser("verify", help="report every problem of a store; changes nothing")
-    ver.add_argument("store_dir")
-    ver.add_argument("--json", action="store_true", help="one JSON report")
-    ver.add_argument("--progress", action="store_true", help="progress bar even when not on a terminal")
-    add_geometry(ver)
-    ver.set_defaults(func=_cmd_verify)
+    with store_command(sub, "verify", _cmd_verify,
+                       help="report every problem of a store; changes nothing") as ver:
+        ver.add_argument("--json", action="store_true", help="one JSON report")
+        ver.add_argument("--progress", action="store_true", help="progress bar even when not on a terminal")
 
-    rec = sub.add_parser("recover", help="recover a store in place as opening it would, then close it cleanly")
-    rec.add_argument("store_dir")
-    rec.add_argument("--flavour", type=int, choices=(4, 5), default=None,
-                     help="RocketMQ bytes for files recovery writes (checkpoint, abort): 4 or 5 "
-                          "(default: rmqcore.json, else detected from the checkpoint layout and abort file)")
-    rec.add_argument("--json", action="store_true")
-    rec.add_argument("--progress", action="store_true", help="progress bar even when not on a terminal")
-    add_geometry(rec)
-    rec.set_defaults(func=_cmd_recover)
+    with store_command(sub, "recover", _cmd_recover,
+                       help="recover a store in place as opening it would, then close it cleanly") as rec:
+        rec.add_argument("--flavour", type=int, choices=(4, 5), default=None,
+                         help="RocketMQ bytes for files recovery writes (checkpoint, abort): 4 or 5 "
+                              "(default: rmqcore.json, else detected from the checkpoint layout and "
+                              "abort file)")
+        rec.add_argument("--json", action="store_true")
+        rec.add_argument("--progress", action="store_true", help="progress bar even when not on a terminal")
 
-    obt = sub.add_parser("offset-by-time", help="the queue offset for a store time (getOffsetInQueueByTime)")
-    obt.add_argument("store_dir")
-    obt.add_argument("--topic", required=True)
-    obt.add_argument("--queue", type=int, required=True)
-    obt.add_argument("--time", type=int, required=True, help="milliseconds since the epoch")
-    obt.add_argument("--boundary", choices=("lower", "upper", "nearest"), default="lower",
-                     help="lower: first message at/after; upper: last at/before; nearest: RocketMQ 4.x")
-    obt.add_argument("--json", action="store_true", help="one JSON object")
-    add_geometry(obt)
-    obt.set_defaults(func=_cmd_offset_by_time)
+    with store_command(sub, "offset-by-time", _cmd_offset_by_time,
+                       help="the queue offset for a store time (getOffsetInQueueByTime)") as obt:
+        obt.add_argument("--topic", required=True)
+        obt.add_argument("--queue", type=int, required=True)
+        obt.add_argument("--time", type=int, required=True, help="milliseconds since the epoch")
+        obt.add_argument("--boundary", choices=("lower", "upper", "nearest"), default="lower",
+                         help="lower: first message at/after; upper: last at/before; nearest: RocketMQ 4.x")
+        obt.add_argument("--json", action="store_true", help="one JSON object")
 
-    mat = sub.add_parser("materialize", help="Parquet copies of sealed CommitLog files (rmqcore-columnar/)",
-                         description="Needs pyarrow. Only sealed files are read: the store may be open.")
-    mat.add_argument("store_dir")
-    mat.add_argument("--max-files", type=int, default=None, help="convert at most N files, oldest first")
-    mat.add_argument("--tail", action="store_true",
-                     help="also snapshot what no sealed copy holds now (a store no longer written)")
-    mat.add_argument("--compression", default="snappy", choices=("snappy", "zstd", "lz4", "gzip", "none"))
-    mat.add_argument("--commitlog-file-size", type=int, default=None,
-                     help="bytes per commitlog file (default: rmqcore.json, else the files, else 1 GiB)")
-    mat.add_argument("--json", action="store_true", help="one JSON report")
-    mat.set_defaults(func=_cmd_materialize)
+    with store_command(sub, "materialize", _cmd_materialize, geometry=False,
+                       help="Parquet copies of sealed CommitLog files (rmqcore-columnar/)",
+                       description="Needs pyarrow. Only sealed files are read: the store may be "
+                                   "open.") as mat:
+        mat.add_argument("--max-files", type=int, default=None, help="convert at most N files, oldest first")
+        mat.add_argument("--tail", action="store_true",
+                         help="also snapshot what no sealed copy holds now (a store no longer written)")
+        mat.add_argument("--compression", default="snappy", choices=("snappy", "zstd", "lz4", "gzip", "none"))
+        mat.add_argument("--commitlog-file-size", type=int, default=None,
+                         help="bytes per commitlog file (default: rmqcore.json, else the files, else 1 GiB)")
+        mat.add_argument("--json", action="store_true", help="one JSON report")
