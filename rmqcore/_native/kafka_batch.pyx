@@ -15,6 +15,10 @@ from .crc cimport rmq_crc32, rmq_crc32c
 rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 from rmqcore.errors import CorruptionError, RecordSizeError
+from rmqcore.kafka_layout import (
+    CRC_NONE, CRC_REPORT, CRC_STOP, E_CRC, E_MAGIC, E_SHORT, E_SIZE, END, HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_V1_MIN_SIZE, LOG_OVERHEAD, MIN_ENTRY_SIZE, OK, RECORD_BATCH_OVERHEAD, TORN,
+)
 
 
 __all__ = [
@@ -24,23 +28,6 @@ __all__ = [
     "scan", "batch_headers", "find_offset", "find_timestamp", "parse_records",
 ]
 
-OK = 0
-END = 1
-TORN = 2
-E_SIZE = -1
-E_MAGIC = -2
-E_CRC = -3
-E_SHORT = -4
-
-CRC_NONE = 0
-CRC_STOP = 1
-CRC_REPORT = 2
-
-HEADER_SIZE_UP_TO_MAGIC = 17
-LOG_OVERHEAD = 12
-RECORD_BATCH_OVERHEAD = 61
-MIN_ENTRY_SIZE = 14
-
 cdef enum:
     ST_OK = 0
     ST_END = 1
@@ -49,6 +36,20 @@ cdef enum:
     ST_E_MAGIC = -2
     ST_E_CRC = -3
     ST_E_SHORT = -4
+
+cdef enum:
+    K_UP_TO_MAGIC = 17  # kafka_layout.HEADER_SIZE_UP_TO_MAGIC
+    K_LOG_OVERHEAD = 12  # kafka_layout.LOG_OVERHEAD
+    K_BATCH_OVERHEAD = 61  # kafka_layout.RECORD_BATCH_OVERHEAD
+    K_MIN_ENTRY = 14  # kafka_layout.MIN_ENTRY_SIZE
+    K_V1_MIN = 22  # kafka_layout.LEGACY_V1_MIN_SIZE
+
+# the C walk must agree with kafka_layout.py (checked once at import; a mismatch is a build bug)
+if ((ST_OK, ST_END, ST_TORN, ST_E_SIZE, ST_E_MAGIC, ST_E_CRC, ST_E_SHORT, K_UP_TO_MAGIC, K_LOG_OVERHEAD,
+     K_BATCH_OVERHEAD, K_MIN_ENTRY, K_V1_MIN)
+        != (OK, END, TORN, E_SIZE, E_MAGIC, E_CRC, E_SHORT, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD,
+            RECORD_BATCH_OVERHEAD, MIN_ENTRY_SIZE, LEGACY_V1_MIN_SIZE)):
+    raise ImportError("rmqcore/_native/kafka_batch.pyx disagrees with rmqcore/kafka_layout.py")
 
 ctypedef struct khdr:
     Py_ssize_t position
@@ -75,19 +76,19 @@ cdef inline int _step(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, kh
     cdef int32_t size
     cdef Py_ssize_t total
     cdef int magic
-    if remaining <= 17:
+    if remaining <= K_UP_TO_MAGIC:
         return ST_END if remaining == 0 else ST_TORN
     p = b + pos
     size = <int32_t>_be32(p + 8)
-    if size < 14:
+    if size < K_MIN_ENTRY:
         return ST_E_SIZE
-    total = <Py_ssize_t>size + 12
+    total = <Py_ssize_t>size + K_LOG_OVERHEAD
     if total > remaining:
         return ST_TORN
     magic = <int8_t>p[16]
     if magic < 0 or magic > 2:
         return ST_E_MAGIC
-    if (magic == 2 and total < 61) or (magic == 1 and size < 22):
+    if (magic == 2 and total < K_BATCH_OVERHEAD) or (magic == 1 and size < K_V1_MIN):
         return ST_E_SHORT
     h.position = pos
     h.size = total

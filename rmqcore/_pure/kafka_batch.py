@@ -32,6 +32,23 @@ import struct
 
 from rmqcore._pure.crc import crc32_range, crc32c_range
 from rmqcore.errors import CorruptionError, RecordSizeError
+from rmqcore.kafka_layout import (
+    CRC_NONE,
+    CRC_REPORT,
+    CRC_STOP,
+    E_CRC,
+    E_MAGIC,
+    E_SHORT,
+    E_SIZE,
+    END,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LEGACY_V1_MIN_SIZE,
+    LOG_OVERHEAD,
+    MIN_ENTRY_SIZE,
+    OK,
+    RECORD_BATCH_OVERHEAD,
+    TORN,
+)
 
 __all__ = [
     "OK",
@@ -54,25 +71,6 @@ __all__ = [
     "find_timestamp",
     "parse_records",
 ]
-
-OK = 0
-END = 1
-TORN = 2
-E_SIZE = -1
-E_MAGIC = -2
-E_CRC = -3
-E_SHORT = -4
-
-CRC_NONE = 0
-CRC_STOP = 1
-CRC_REPORT = 2
-
-HEADER_SIZE_UP_TO_MAGIC = 17
-LOG_OVERHEAD = 12
-RECORD_BATCH_OVERHEAD = 61
-#: LegacyRecord.RECORD_OVERHEAD_V0: the smallest legal size field.
-MIN_ENTRY_SIZE = 14
-_V1_MIN_SIZE = 22
 
 _MASK64 = (1 << 64) - 1
 _HDR = struct.Struct(">qi")
@@ -109,7 +107,7 @@ def _step(mv: memoryview, pos: int, end: int) -> tuple[int, int, int]:
     magic = mv[pos + 16]
     if magic > 2:
         return E_MAGIC, 0, 0
-    if (magic == 2 and total < RECORD_BATCH_OVERHEAD) or (magic == 1 and size < _V1_MIN_SIZE):
+    if (magic == 2 and total < RECORD_BATCH_OVERHEAD) or (magic == 1 and size < LEGACY_V1_MIN_SIZE):
         return E_SHORT, 0, 0
     return OK, total, magic
 

@@ -7,6 +7,7 @@ import zlib
 from typing import Any, NoReturn
 
 from rmqcore.errors import BadMagicError, ChecksumError, CorruptionError, RecordSizeError
+from rmqcore.kafka_layout import LEGACY_V1_MIN_SIZE, LOG_OVERHEAD, MIN_ENTRY_SIZE, RECORD_BATCH_OVERHEAD
 
 from ._kernels import Kernels
 
@@ -28,7 +29,8 @@ def raise_for_status(status: int, buf: Any, position: int, path: str | None, k: 
     if status == b.E_SIZE:
         size = struct.unpack_from(">i", buf, position + 8)[0]
         raise RecordSizeError(
-            f"Found record size {size} smaller than minimum record overhead (14) in file {name}.",
+            f"Found record size {size} smaller than minimum record overhead ({MIN_ENTRY_SIZE}) "
+            f"in file {name}.",
             position,
             path,
         )
@@ -37,9 +39,9 @@ def raise_for_status(status: int, buf: Any, position: int, path: str | None, k: 
             f"Invalid magic {struct.unpack_from('>b', buf, position + 16)[0]} in file {name}.", position, path
         )
     if status == b.E_SHORT:
-        size = struct.unpack_from(">i", buf, position + 8)[0] + 12
+        size = struct.unpack_from(">i", buf, position + 8)[0] + LOG_OVERHEAD
         magic = buf[position + 16]
-        need = 61 if magic == 2 else 34
+        need = RECORD_BATCH_OVERHEAD if magic == 2 else LOG_OVERHEAD + LEGACY_V1_MIN_SIZE
         raise RecordSizeError(
             f"Record batch is corrupt (the size {size} is smaller than the minimum allowed overhead {need}) "
             f"in file {name}.",
