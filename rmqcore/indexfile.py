@@ -24,11 +24,12 @@ import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 from . import _impl
 from . import layout as L
+from .bases import Closeable
 from .config import bound_arg
 from .errors import ConfigError, IndexCorruptError, StoreClosedError
 from .indexfile_format import (
@@ -86,7 +87,7 @@ def _retire(f: IndexFile, destroy: bool) -> None:
             time.sleep(0.0001)
 
 
-class IndexService:
+class IndexService(Closeable):
     """All index files of a store: build the index from dispatched records, query it by key.
 
     Args:
@@ -495,14 +496,6 @@ class IndexService:
     @property
     def closed(self) -> bool:
         return self._closed
-
-    def __enter__(self) -> IndexService:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"IndexService({str(self.directory)!r}, files={len(self._files)})"

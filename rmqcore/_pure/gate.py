@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ..errors import StoreClosedError
+from ..bases import ReadOnly
 
 __all__ = ["Gate"]
 
@@ -50,13 +51,8 @@ class Gate:
     def unseal(self) -> None:
         self._sealed = False
 
-    @property
-    def sealed(self) -> bool:
-        return self._sealed
-
-    @property
-    def inflight(self) -> int:
-        return self._inflight
+    sealed = ReadOnly[bool]("_sealed", "Whether the gate refuses new calls.")
+    inflight = ReadOnly[int]("_inflight", "Calls inside the gate now.")
 
     def wait_idle(self) -> None:
         """Return once no call is inside (sealed first, the count only falls)."""

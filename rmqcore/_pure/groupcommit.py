@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import fileops
+from ..bases import ReadOnly
 
 __all__ = ["GroupCommit"]
 
@@ -82,17 +83,10 @@ class GroupCommit:
                 raise self._error
             return False
 
-    @property
-    def durable_offset(self) -> int:
-        return self._durable
-
-    @property
-    def flushes(self) -> int:
-        return self._flushes
-
-    @property
-    def error(self) -> BaseException | None:
-        return self._error
+    durable_offset = ReadOnly[int]("_durable", "The offset up to which everything is on disk.")
+    flushes = ReadOnly[int]("_flushes", "Syncs done so far.")
+    error = ReadOnly[BaseException | None]("_error",
+                                           "The failed flush, raised in every waiter (None until one fails).")
 
     def run(self) -> bool:
         if self._ran:

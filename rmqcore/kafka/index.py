@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from rmqcore import fileops
+from rmqcore.bases import Closeable, ReadOnly
 from rmqcore.config import bool_arg, int_arg, path_arg
 from rmqcore.errors import (
     ConfigError,
@@ -96,7 +97,7 @@ def _clamp64(v: int) -> int:
     return _INT64_MIN if v < _INT64_MIN else _INT64_MAX if v > _INT64_MAX else v
 
 
-class AbstractIndex(Generic[_EntryT]):
+class AbstractIndex(Closeable, Generic[_EntryT]):
     """A file of fixed-size entries mapped into memory (Kafka ``AbstractIndex``).
 
     Args:
@@ -200,20 +201,10 @@ class AbstractIndex(Generic[_EntryT]):
             raise ReadOnlyError(f"index {self.path} is open read-only")
 
     # --- sizes -------------------------------------------------------------------------------------
-    @property
-    def entries(self) -> int:
-        """Live entries (Kafka ``entries()``)."""
-        return self._entries
-
-    @property
-    def max_entries(self) -> int:
-        """Slots the current file length holds (``length // entry_size``)."""
-        return self._max_entries
-
-    @property
-    def length(self) -> int:
-        """Current file length in bytes."""
-        return self._length
+    entries = ReadOnly[int]("_entries", "Live entries (Kafka ``entries()``).")
+    max_entries = ReadOnly[int]("_max_entries",
+                                "Slots the current file length holds (``length // entry_size``).")
+    length = ReadOnly[int]("_length", "Current file length in bytes.")
 
     @property
     def size_in_bytes(self) -> int:
@@ -413,12 +404,6 @@ class AbstractIndex(Generic[_EntryT]):
                 self._length // es,
             )
 
-    def __enter__(self) -> AbstractIndex[_EntryT]:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} {self.path.name} base={self.base_offset} "
@@ -447,10 +432,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             return self.base_offset
         return self.base_offset + self._relative_offset(self._entries - 1)
 
-    @property
-    def last_offset(self) -> int:
-        """Offset of the last entry, or the base offset when empty."""
-        return self._last_offset
+    last_offset = ReadOnly[int]("_last_offset", "Offset of the last entry, or the base offset when empty.")
 
     def _make_entry(self, rel: int, position: int) -> OffsetPosition:
         return OffsetPosition(self.base_offset + rel, position)
@@ -590,10 +572,8 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         """Full one slot early: the last slot is kept for the entry written on roll/close."""
         return self._entries >= self._max_entries - 1
 
-    @property
-    def last_entry(self) -> TimestampOffset:
-        """The last entry, or ``(-1, base_offset)`` when empty."""
-        return self._last_entry
+    last_entry = ReadOnly[TimestampOffset]("_last_entry",
+                                           "The last entry, or ``(-1, base_offset)`` when empty.")
 
     def _make_entry(self, timestamp: int, rel: int) -> TimestampOffset:
         return TimestampOffset(timestamp, self.base_offset + rel)

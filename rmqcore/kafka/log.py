@@ -21,6 +21,7 @@ import bisect
 import os
 from collections.abc import Iterator
 
+from rmqcore.bases import Closeable
 from rmqcore.config import bool_arg, bound_arg, int_arg, path_arg
 from rmqcore.errors import (
     ConfigError,
@@ -45,7 +46,7 @@ from .segment import (
 __all__ = ["KafkaLog"]
 
 
-class KafkaLog:
+class KafkaLog(Closeable):
     """All segments of one partition directory.
 
     Args:
@@ -235,12 +236,6 @@ class KafkaLog:
     def close(self) -> None:
         for s in self.segments:
             s.close()
-
-    def __enter__(self) -> KafkaLog:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<KafkaLog {self.dir} segments={len(self.segments)}>"

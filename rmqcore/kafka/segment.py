@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rmqcore.bases import Closeable
 from rmqcore.config import bool_arg, bound_arg, int_arg, path_arg
 from rmqcore.errors import (
     ConfigError,
@@ -187,7 +188,7 @@ class BatchHeader(NamedTuple):
     crc_state: int
 
 
-class LogSegment:
+class LogSegment(Closeable):
     """A Kafka log segment. Open one with :meth:`open`.
 
     Attributes:
@@ -661,12 +662,6 @@ class LogSegment:
                 p.unlink()
             except FileNotFoundError:
                 pass
-
-    def __enter__(self) -> LogSegment:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<LogSegment {self.log.path} base={self.base_offset} size={self.size}>"
