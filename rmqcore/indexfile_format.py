@@ -47,7 +47,9 @@ __all__ = [
 ]
 
 MAX_MSGS_NUM_BATCH = 64  # MessageStoreConfig.maxMsgsNumBatch: queryOffset caps maxNum at this
-HEADER_SIZE = 40  # IndexHeader.INDEX_HEADER_SIZE
+HEADER_SIZE: int = _impl.indexfile.HEADER_SIZE  # IndexHeader.INDEX_HEADER_SIZE (40)
+_SLOT_SIZE: int = _impl.indexfile.SLOT_SIZE  # hashSlotSize (4)
+_ENTRY_SIZE: int = _impl.indexfile.ENTRY_SIZE  # indexSize (20)
 ALLOC_ENTRIES = 1 << 18  # entries an index file is allocated by at a time (5 MiB)
 _LONG_MAX = (1 << 63) - 1
 
@@ -148,7 +150,7 @@ class IndexFile:
             self._dirty = True
             # keys hash all over the slot table, so every slot page is written within the first
             # keys: fault it in with one call rather than a page fault per 4 KiB on dispatch's path
-            _impl.appender.prefault(self._mm, 0, HEADER_SIZE + slot_count * 4)
+            _impl.appender.prefault(self._mm, 0, HEADER_SIZE + slot_count * _SLOT_SIZE)
         else:
             count = _COUNT.unpack_from(self._mm, 36)[0]
             if count > max_entries:
@@ -225,7 +227,7 @@ class IndexFile:
 
     def _entries_end(self, entries: int) -> int:
         """File bytes up to the end of entry number ``entries - 1``."""
-        return HEADER_SIZE + self.slot_count * 4 + entries * 20
+        return HEADER_SIZE + self.slot_count * _SLOT_SIZE + entries * _ENTRY_SIZE
 
     def entry_limit(self) -> int:
         """The entry count writers may fill the file to: ``max_entries`` once the file is allocated

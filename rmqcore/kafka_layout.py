@@ -1,9 +1,9 @@
-"""The Kafka ``.log`` walk by name: its statuses, CRC modes and entry sizes, as ``layout.py`` is the
-RocketMQ formats'.
+"""Kafka's formats by name, as ``layout.py`` is RocketMQ's: the ``.log`` walk's statuses, CRC modes and
+entry sizes, and the sparse index search's modes.
 
-A leaf module (it imports nothing): both twins of the ``kafka_batch`` kernel re-export these names (the
-native one checks at import that its C walk agrees), and :mod:`rmqcore.kafka` maps the statuses to
-exceptions. Kafka's names in brackets.
+A leaf module (it imports nothing): both twins of the ``kafka_batch`` and ``sparse`` kernels re-export
+these names (the native ones check at import that their C agrees), and :mod:`rmqcore.kafka` maps the
+statuses to exceptions. Kafka's names in brackets.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ __all__ = [
     "CRC_NONE", "CRC_STOP", "CRC_REPORT",
     "HEADER_SIZE_UP_TO_MAGIC", "LOG_OVERHEAD", "RECORD_BATCH_OVERHEAD", "MIN_ENTRY_SIZE",
     "LEGACY_V1_MIN_SIZE",
+    "LARGEST_LOWER_BOUND", "SMALLEST_UPPER_BOUND", "WARM_SECTION_BYTES",
 ]  # fmt: skip
 
 # where a walk over entries stopped (negative: corruption at the stop position)
@@ -33,3 +34,8 @@ LOG_OVERHEAD = 12  # [Records.LOG_OVERHEAD] offset (8) + size (4)
 RECORD_BATCH_OVERHEAD = 61  # [DefaultRecordBatch.RECORD_BATCH_OVERHEAD] a v2 batch's header
 MIN_ENTRY_SIZE = 14  # [LegacyRecord.RECORD_OVERHEAD_V0] the smallest legal size field
 LEGACY_V1_MIN_SIZE = 22  # [LegacyRecord.RECORD_OVERHEAD_V1] the smallest size field of a v1 message
+
+# the sparse index search ([AbstractIndex.IndexSearchType]) and its warm tail
+LARGEST_LOWER_BOUND = 0  # the last entry <= the target
+SMALLEST_UPPER_BOUND = 1  # the first entry >= the target
+WARM_SECTION_BYTES = 8192  # [AbstractIndex.warmEntries() * entrySize] the last 8 KiB of an index is "warm"

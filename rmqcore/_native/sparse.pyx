@@ -15,9 +15,11 @@ __all__ = [
     "index_field",
 ]
 
-LARGEST_LOWER_BOUND = 0
-SMALLEST_UPPER_BOUND = 1
-WARM_SECTION_BYTES = 8192
+from rmqcore.kafka_layout import LARGEST_LOWER_BOUND, SMALLEST_UPPER_BOUND, WARM_SECTION_BYTES
+
+# the search below takes mode 0 / 1 (checked once at import; a mismatch is a build bug)
+if (LARGEST_LOWER_BOUND, SMALLEST_UPPER_BOUND) != (0, 1):
+    raise ImportError("rmqcore/_native/sparse.pyx disagrees with rmqcore/kafka_layout.py")
 
 
 cdef inline int64_t _rd_field(const unsigned char* p, int width) noexcept nogil:

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import struct
 
+from rmqcore.kafka_layout import LARGEST_LOWER_BOUND, SMALLEST_UPPER_BOUND, WARM_SECTION_BYTES
+
 __all__ = [
     "LARGEST_LOWER_BOUND",
     "SMALLEST_UPPER_BOUND",
@@ -33,11 +35,6 @@ __all__ = [
     "index_search",
     "index_field",
 ]
-
-LARGEST_LOWER_BOUND = 0
-SMALLEST_UPPER_BOUND = 1
-#: Kafka AbstractIndex.warmEntries() = 8192 / entrySize: the last 8 KiB of an index is "warm".
-WARM_SECTION_BYTES = 8192
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1

@@ -47,6 +47,7 @@ from rmqcore.errors import (
     SegmentFullError,
     StoreClosedError,
 )
+from rmqcore.kafka_layout import LARGEST_LOWER_BOUND, SMALLEST_UPPER_BOUND, WARM_SECTION_BYTES
 
 from ._kernels import kernels
 
@@ -65,8 +66,6 @@ DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 _INT32_MAX = (1 << 31) - 1
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
-LARGEST_LOWER_BOUND = 0
-SMALLEST_UPPER_BOUND = 1
 _OFFSET_ENTRY = struct.Struct(">ii")
 _new_tuple = tuple.__new__  # builds NamedTuples without their Python-level __new__ (hot lookups)
 _TIME_ENTRY = struct.Struct(">qi")
@@ -145,7 +144,7 @@ class AbstractIndex(Closeable, Generic[_EntryT]):
         self._entries = 0
         self._max_entries = 0
         self._closed = False
-        self.warm_entries = 8192 // self.ENTRY_SIZE
+        self.warm_entries = WARM_SECTION_BYTES // self.ENTRY_SIZE
         es = self.ENTRY_SIZE
         if writable:
             newly_created = not self.path.exists()
