@@ -4,6 +4,9 @@ A leaf module (it imports nothing of rmqcore):
 
 * ``Closeable``: the context-manager half of a class with a ``close()`` (``with X(...) as x:`` closes
   ``x`` on the way out, exception or not; the exception is never swallowed).
+* ``ClosesOnce``: Kafka's ``close`` / ``closeHandler`` pair for a class that owns a file descriptor
+  (and maybe a map of it): ``close`` finishes a writable file first (trim, sync), ``close_handler``
+  only lets go; both run once.
 * ``ReadOnly``: a read-only attribute view, ``entries = ReadOnly[int]("_entries", "Live entries.")``,
   instead of a four-line ``@property`` that returns ``self._entries``. It is a ``property`` (the getter
   is ``operator.attrgetter``, all C), so ``help()``, ``inspect`` and the twins' surface checks see a
@@ -11,10 +14,11 @@ A leaf module (it imports nothing of rmqcore):
 """
 from __future__ import annotations
 
+import os
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, overload
 
-__all__ = ["Closeable", "ReadOnly"]
+__all__ = ["Closeable", "ClosesOnce", "ReadOnly"]
 
 _T = TypeVar("_T")
 _C = TypeVar("_C", bound="Closeable")
@@ -34,6 +38,43 @@ class Closeable:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ClosesOnce(Closeable):
+    """Mixin for a class that owns descriptor ``_fd`` (-1 once closed) and a map it lets go of in
+    ``_unmap``, guarded by ``_lock`` (reentrant: ``close`` holds it while ``close_handler`` takes it),
+    with flags ``_closed`` and ``writable``; it defines ``_finish_writes`` (what a writable file needs
+    before it is closed: trim, sync)."""
+
+    if TYPE_CHECKING:  # the class that mixes this in has them
+        _lock: Any
+        _closed: bool
+        _fd: int
+        writable: bool
+
+        def _unmap(self) -> None: ...
+
+        def _finish_writes(self) -> None: ...
+
+    def close(self) -> None:
+        """Finish a writable file (``_finish_writes``), then :meth:`close_handler`. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            if self.writable:
+                self._finish_writes()
+            self.close_handler()
+
+    def close_handler(self) -> None:
+        """Unmap and close the descriptor, nothing else (Kafka ``closeHandler``). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._unmap()
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._closed = True
 
 
 class ReadOnly(property, Generic[_T]):

@@ -1,10 +1,14 @@
-"""rmqcore.bases: the Closeable mixin and the ReadOnly attribute view."""
+"""rmqcore.bases: the Closeable and ClosesOnce mixins and the ReadOnly attribute view."""
 from __future__ import annotations
 
 import inspect
+import os
+import threading
+from pathlib import Path
+
 import pytest
 
-from rmqcore.bases import Closeable, ReadOnly
+from rmqcore.bases import Closeable, ClosesOnce, ReadOnly
 
 
 class _File(Closeable):
@@ -38,3 +42,37 @@ def test_closeable_closes_once_and_lets_the_exception_through() -> None:
     with pytest.raises(KeyError), g:
         raise KeyError("x")
     assert g.closes == 1
+
+
+class _Handle(ClosesOnce):
+    def __init__(self, path: Path, writable: bool) -> None:
+        self._lock = threading.RLock()
+        self._closed = False
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.writable = writable
+        self.calls: list[str] = []
+
+    def _unmap(self) -> None:
+        self.calls.append("unmap")
+
+    def _finish_writes(self) -> None:
+        self.calls.append("finish")
+
+
+@pytest.mark.parametrize("writable", [True, False])
+def test_closes_once_finishes_a_writable_file_then_lets_go_once(tmp_path: Path, writable: bool) -> None:
+    h = _Handle(tmp_path / "f", writable)
+    fd = h._fd
+    h.close()
+    h.close()
+    h.close_handler()
+    assert h.calls == (["finish", "unmap"] if writable else ["unmap"])
+    assert h._fd == -1 and h._closed
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_close_handler_lets_go_without_finishing(tmp_path: Path) -> None:
+    with _Handle(tmp_path / "f", True) as h:
+        h.close_handler()
+    assert h.calls == ["unmap"]

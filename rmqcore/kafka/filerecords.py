@@ -13,11 +13,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rmqcore.bases import ClosesOnce
 from rmqcore.errors import OffsetOutOfRangeError, ReadOnlyError, StoreClosedError, full_disk_is_error
 
 __all__ = ["FileRecords"]
 
-class FileRecords:
+class FileRecords(ClosesOnce):
     """The ``.log`` file: appends with ``pwrite``, reads through a read-only shared mapping.
 
     ``size`` is the logical end of data; with preallocation the file may be longer (zero tail).
@@ -127,19 +128,6 @@ class FileRecords:
         if self.writable and not self._closed:
             os.fsync(self._fd)
 
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            if self.writable:
-                self.flush()
-                self.trim()
-            self.close_handler()
-
-    def close_handler(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._unmap()
-            os.close(self._fd)
-            self._closed = True
+    def _finish_writes(self) -> None:
+        self.flush()
+        self.trim()

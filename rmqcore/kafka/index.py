@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from rmqcore import fileops
-from rmqcore.bases import Closeable, ReadOnly
+from rmqcore.bases import ClosesOnce, ReadOnly
 from rmqcore.config import bool_arg, int_arg, path_arg
 from rmqcore.errors import (
     ConfigError,
@@ -96,7 +96,7 @@ def _clamp64(v: int) -> int:
     return _INT64_MIN if v < _INT64_MIN else _INT64_MAX if v > _INT64_MAX else v
 
 
-class AbstractIndex(Closeable, Generic[_EntryT]):
+class AbstractIndex(ClosesOnce, Generic[_EntryT]):
     """A file of fixed-size entries mapped into memory (Kafka ``AbstractIndex``).
 
     Args:
@@ -348,25 +348,8 @@ class AbstractIndex(Closeable, Generic[_EntryT]):
             if self._mmap is not None and self.writable:
                 _impl.kernel("appender", self._k.name).sync_range(self._mmap, 0, len(self._mmap))
 
-    def close(self) -> None:
-        """Trim to the valid size (writable indexes) and unmap. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            if self.writable:
-                self.trim_to_valid_size()
-            self.close_handler()
-
-    def close_handler(self) -> None:
-        """Unmap and close without trimming."""
-        with self._lock:
-            if self._closed:
-                return
-            self._unmap()
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
-            self._closed = True
+    def _finish_writes(self) -> None:  # close: trim to the valid size, then unmap
+        self.trim_to_valid_size()
 
     def delete_if_exists(self) -> bool:
         """Close and delete the file."""
