@@ -44,7 +44,7 @@ def _producers(benchmark, mode: str, threads: int, total: int, body) -> None:
         s = st["store"] = MessageStore(st["dir"], commitlog_file_size=256 * 1024 * 1024, flush_disk_type=mode)
         go = st["go"] = threading.Event()
         st["lat"] = lats = [[] for _ in range(threads)]
-        st["flushes0"] = s._group_commit.flushes if s._group_commit else 0
+        st["flushes0"] = s._services.group_commit.flushes if s._services.group_commit else 0
 
         def producer(k: int) -> None:
             go.wait()
@@ -62,8 +62,8 @@ def _producers(benchmark, mode: str, threads: int, total: int, body) -> None:
 
     def teardown() -> None:
         s = st["store"]
-        if s._group_commit is not None:
-            st.setdefault("fdatasyncs", []).append(s._group_commit.flushes - st["flushes0"])
+        if s._services.group_commit is not None:
+            st.setdefault("fdatasyncs", []).append(s._services.group_commit.flushes - st["flushes0"])
         st.setdefault("all_lat", []).extend(x for lat in st["lat"] for x in lat)
         s.close()
         shutil.rmtree(st["dir"])
@@ -205,7 +205,7 @@ def open_loop(rate: float, seconds: float, dispatch: str = "auto", mode: str = "
 
     n = max(1, int(rate * seconds))
     d, s = _open_store(mode, dispatch, **kw)
-    gc = s._group_commit
+    gc = s._services.group_commit
     sched = (np.arange(n, dtype=np.float64) * (1e9 / rate)).astype(np.int64)
     ends = np.zeros(n, dtype=np.int64)
     acked_at = np.zeros(n, dtype=np.int64)

@@ -62,8 +62,8 @@ def test_close_waits_for_a_call_under_way_and_refuses_new_ones(tmp_path: Path, i
     for i in range(20):
         s.put("T", b"m%d" % i, 0, keys=f"k{i}")
     assert s.lookup("T", "k3") == b"m3"
-    blocking = _Blocking(s._dispatch_kernel, "select_units")
-    s._dispatch_kernel = blocking
+    blocking = _Blocking(s._pull._kernel, "select_units")
+    s._pull._kernel = blocking
     got: list[Any] = []
     puller = threading.Thread(target=lambda: got.append(s.get_messages("g", "T", 0, 0, 32)))
     puller.start()

@@ -39,7 +39,7 @@ def test_every_put_returns_durable_and_puts_share_flushes(tmp_path: Path, impl: 
         for t in ts:
             t.join()
         assert problems == []
-        gc = s._group_commit
+        gc = s._services.group_commit
         assert gc is not None and gc.flushes == len(synced)
         assert 0 < gc.flushes < 16 * 40  # puts waiting together shared an fdatasync
         assert s.max_offset("T", 0) == 4 * 40
@@ -197,7 +197,7 @@ def test_put_async_acks_once_durable(tmp_path: Path, impl: Any) -> None:
         assert all(a.done() for a in acks)
         assert s.commitlog.flushed_offset >= last.physical_offset + last.size
         assert [a.result().queue_offset for a in acks[:4]] == [0, 0, 1, 1]
-        assert s._group_commit is not None and 0 < s._group_commit.flushes < 600
+        assert s._services.group_commit is not None and 0 < s._services.group_commit.flushes < 600
         assert [m.body[:5] for m in s.get_messages("g", "T", 1, 0, max_msgs=3).messages] == [b"m0001", b"m0003", b"m0005"]
         late = s.put_async("T", b"just before close", 0)
     assert late.result().physical_offset > 0 and late.done()  # the close's flush made it durable
@@ -234,4 +234,4 @@ def test_close_gives_back_the_group_commits_descriptors(tmp_path: Path, impl: An
     assert open_commitlog_fds() > len(s.commitlog.queue.files)  # the store's own plus the service's
     s.close()
     assert open_commitlog_fds() == 0
-    assert s._group_commit is not None and s._group_commit.wait_durable(1)  # answers from what it knew
+    assert s._services.group_commit is not None and s._services.group_commit.wait_durable(1)  # answers from what it knew

@@ -94,7 +94,7 @@ def _files(d: Path) -> dict[str, str]:
 def _store(d: Path, impl: Any, hints: bool = True, **geom: Any) -> MessageStore:
     s = MessageStore(d, clock=_clock(), impl=impl.name, dispatch="inline", **(geom or BIG))
     if not hints:
-        s._dispatcher.set_hints(None, None)
+        s._dispatch.dispatcher.set_hints(None, None)
     return s
 
 
@@ -113,7 +113,7 @@ def test_dispatch_from_hints_writes_what_parsing_writes(tmp_path: Path, impl: An
         written = int(s.commitlog._appender.hint_head[0])
         assert written == sum(expect)
         s.dispatch()
-        taken.append(s._dispatcher.hinted)
+        taken.append(s._dispatch.dispatcher.hinted)
         answers.append([len(s.query_by_key("TopicA", "k%d" % i)) for i in range(0, n, 7)])
         s.close()
         digests.append(_files(d))
@@ -178,7 +178,7 @@ def test_a_hint_that_does_not_match_its_record_is_not_used(tmp_path: Path, impl:
     fake[4, H_SIZE] = (fake[4, H_SIZE] & 0xFFFFFFFF) | (2 << 32)  # more keys than a hint carries
     fake[5, H_QUEUE] = (fake[5, H_QUEUE] & 0xFFFFFFFF) | (10_000 << 32)  # topic outside the record
     fake[6, H_SEQ] = 99  # not hint number 6
-    s._dispatcher.set_hints(fake, head)
+    s._dispatch.dispatcher.set_hints(fake, head)
     s.dispatch()
     got = s.get_messages("g", "T", 0, 0, 32)
     assert got.queue_offsets == list(range(8))
@@ -186,7 +186,7 @@ def test_a_hint_that_does_not_match_its_record_is_not_used(tmp_path: Path, impl:
     want = tags_code("TagA")
     # records 2 and 7 were taken from their (matching) hints; the rest were parsed one by one
     assert codes == [want, want, 12345, want, want, want, want, 12345]
-    assert s._dispatcher.hinted == 2
+    assert s._dispatch.dispatcher.hinted == 2
     s.close()
 
 
@@ -212,7 +212,7 @@ def test_a_rebind_invalidates_every_hint(tmp_path: Path, impl: Any) -> None:
     live = app.hints[:, H_SEQ]
     assert sorted(int(x) for x in live if x >= 0) == [first_file]  # only the hint after the roll
     s.dispatch()
-    assert s._dispatcher.hinted == 1
+    assert s._dispatch.dispatcher.hinted == 1
     s.close()
     assert (app.hints[:, H_SEQ] == -1).all()
 
@@ -241,15 +241,15 @@ def test_an_overwritten_hint_is_skipped_and_its_record_parsed(tmp_path: Path, im
     for i in range(20):
         s.put("T", b"x", i % 2, tags="TagA", keys="k%d" % i)
     s.dispatch()
-    assert s._dispatcher.hinted == 20
+    assert s._dispatch.dispatcher.hinted == 20
     for i in range(20, 25):
         s.put("T", b"x", i % 2, tags="TagB", keys="k%d" % i)
     ring = s.commitlog._appender.hints.copy()
     ring[20, H_SEQ] += HINT_CAPACITY
     ring[20, H_TAGS] = 12345  # would show in the consume queue if used
-    s._dispatcher.set_hints(ring, s.commitlog._appender.hint_head)
+    s._dispatch.dispatcher.set_hints(ring, s.commitlog._appender.hint_head)
     s.dispatch()
-    assert s._dispatcher.hinted == 24  # all but the overwritten one
+    assert s._dispatch.dispatcher.hinted == 24  # all but the overwritten one
     assert _tags_codes(s, "T", 0, 13)[10:] == [tags_code("TagB")] * 3
     assert len(s.query_by_key("T", "k20")) == 1
     s.close()

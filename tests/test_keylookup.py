@@ -117,7 +117,7 @@ def test_invalid_utf8_properties_take_the_general_path(tmp_path: Path, impl: Any
         rec = bytes(mf.mm[at : at + r.size])
         mf.mm[at + rec.index(b"X\x01zz") + 2] = 0xFF
         files = s.commitlog.queue.files
-        lk = s._keylookup.KeyLookup([f._mm for f in s.index._files], s.index.slot_count, s.index.max_entries,
+        lk = s._keys._kernel.KeyLookup([f._mm for f in s.index._files], s.index.slot_count, s.index.max_entries,
                                     s.index.max_entries, [mf.mm for mf in files], [mf.file_from_offset for mf in files])
         try:
             assert lk.find("T", "k", 0, 2**63 - 1, 64, 0, s.commitlog.max_offset, True, False) == (False, None)
@@ -176,7 +176,7 @@ def test_lookup_fast_path_sees_every_earlier_put(tmp_path: Path, impl: Any, mode
         if mode == "background":
             assert s.wait_dispatched(10)
         assert s.lookup("T", "a") == b"first"
-        assert s._lookup is not None  # built: later lookups take the fast path
+        assert s._keys._lookup is not None  # built: later lookups take the fast path
         for i in range(60):  # enough to roll CommitLog and index files under the lookup
             s.put("T", b"v%03d" % i + b"." * 120, i % 2, keys=["a", "k%d" % i])
             if mode == "background":
@@ -186,9 +186,9 @@ def test_lookup_fast_path_sees_every_earlier_put(tmp_path: Path, impl: Any, mode
             found = s.query_by_key("T", "a")  # its one-call path reads the same published ends
             assert len(found) == min(i + 2, s.config.max_msgs_num_batch) and found[-1].body.startswith(b"v%03d" % i)
         # a lookup released under us (the reput thread rebuilds it when files change) still answers
-        stale = s._lookup
+        stale = s._keys._lookup
         s._drop_lookup()
-        s._lookup = stale
+        s._keys._lookup = stale
         assert s.lookup("T", "k7").startswith(b"v007")
     with MessageStore(tmp_path, impl=impl.name, read_only=True) as ro:
         assert ro.lookup("T", "k59").startswith(b"v059")
@@ -205,7 +205,7 @@ def test_key_cache_drops_hash_collisions_and_keeps_the_newest(tmp_path: Path, im
         s.put("T", b"aa-1", 0, keys="Aa")
         s.put("T", b"bb-1", 0, keys="BB")
         assert s.lookup("T", "Aa") == b"aa-1" and s.lookup("T", "BB") == b"bb-1"
-        cache = s._key_cache
+        cache = s._keys.key_cache
         assert cache is not None and cache.size == 1
         assert cache.newest(index_key_hash("T#Aa")) == s.query_offsets("T", "BB")[-1]
         # two entries under one hash: query_by_key walks the index, and still answers exactly
@@ -247,7 +247,7 @@ def test_key_cache_answers_as_the_index_walk_does(tmp_path_factory: Any, ops: li
                         assert [m.body for m in s.query_by_key("T", "k%d" % j)] == every.get(j, [])[-64:]
         for s in stores.values():
             s.lookup("T", "k0")  # the caches take in what was indexed since the last lookup
-        caches = [s._key_cache for (_, cached), s in stores.items() if cached]
+        caches = [s._keys.key_cache for (_, cached), s in stores.items() if cached]
         for j in list(newest) + [99]:
             h = index_key_hash("T#k%d" % j)
             assert len({c.newest(h) for c in caches}) == 1  # the twins hold the same offsets
@@ -268,22 +268,22 @@ def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_pa
     kl = _impl.kernel("keylookup", impl.name)
     with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
         s.put("T", b"one", 0, keys="k1")
-        assert s.lookup == s._lookup_front.lookup  # the store's name is bound to the front's call
-        assert s.lookup("T", "k1") == b"one" and s._lookup_front.current is s._lookup
+        assert s.lookup == s._keys.front.lookup  # the store's name is bound to the front's call
+        assert s.lookup("T", "k1") == b"one" and s._keys.front.current is s._keys._lookup
         calls: list[tuple[Any, ...]] = []
         queries: list[tuple[Any, ...]] = []
         front = kl.LookupFront(lambda *a: calls.append(a) or b"general", lambda *a: queries.append(a) or ["q"], MessageExt,
                                _impl.kernel("gate", impl.name).Gate("closed"))
         assert front.query_by_key("T", "k1") == ["q"] and queries == [("T", "k1", 0, 2**63 - 1, 64, False)]
         assert front.lookup("T", "k1") == b"general" and calls == [("T", "k1", 0, 2**63 - 1)]
-        front.current = s._lookup
+        front.current = s._keys._lookup
         assert front.lookup("T", "k1") == b"one" and len(calls) == 1
         assert [m.body for m in front.query_by_key("T", "k1")] == [b"one"] and len(queries) == 1
         assert front.query_by_key("T", "k1", 1, 2, 3, raw=True) == ["q"] and queries[-1] == ("T", "k1", 1, 2, 3, True)
-        assert s.query_by_key == s._lookup_front.query_by_key
+        assert s.query_by_key == s._keys.front.query_by_key
         assert front.lookup("T", "k1", 5, 6) is None and len(calls) == 1  # the walk answers a window
         s._drop_lookup()  # releases it: the front still holding it falls back
-        assert s._lookup_front.current is None
+        assert s._keys.front.current is None
         assert front.lookup("T", "k1") == b"general" and calls[-1] == ("T", "k1", 0, 2**63 - 1)
         assert s.lookup("T", "k1") == b"one"  # and the store's own front builds a new one
 
@@ -300,7 +300,7 @@ def test_messages_now_builds_message_ext_as_the_class_does(tmp_path: Path, impl:
         for i in range(5):
             s.put("T", b"body-%d" % i * (i + 1), i % 2, keys=["k", "u%d" % i], tags="tg", store_host="[::1]:9")
         s.lookup("T", "k")
-        lk = s._lookup
+        lk = s._keys._lookup
         got = lk.messages_now("T", "k", 0, 2**63 - 1, 64, MessageExt)
         raws = lk.messages_now("T", "k", 0, 2**63 - 1, 64, lambda off, raw: (off, raw))
         assert len(got) == len(raws) == 5
@@ -347,7 +347,7 @@ def test_a_collection_during_a_query_may_release_the_lookup(tmp_path: Path, impl
                 self.me = self  # a cycle: only a collection frees it
 
             def __del__(self) -> None:
-                if s._lookup is not None and state["inside"]:
+                if s._keys._lookup is not None and state["inside"]:
                     state["released_inside"] += 1
                 s._drop_lookup()
 
@@ -392,8 +392,8 @@ def test_query_offsets_is_index_service_query_offset(tmp_path: Path, impl: Any) 
                         want = sorted(s.index.query_offset(topic, key, min(max_num, s.config.max_msgs_num_batch),
                                                            begin, end)[0])
                         assert s.query_offsets(topic, key, begin, end, max_num) == want, (topic, key, begin, end)
-        assert s._lookup is not None  # answered by the lookup
-        lk = s._lookup
+        assert s._keys._lookup is not None  # answered by the lookup
+        lk = s._keys._lookup
         assert lk.offsets_raw("T", "Aa", 0, 2**63 - 1, 64) == s.query_offsets("T", "Aa")
         assert lk.offsets_raw("T", "\ud800", 0, 2**63 - 1, 64) == 2  # a lone surrogate: the general path
 

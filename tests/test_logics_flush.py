@@ -54,9 +54,9 @@ def test_dispatch_and_reads_go_on_during_a_sync_and_the_checkpoint_claims_only_w
     with MessageStore(tmp_path, impl=impl.name, dispatch="inline", clock=lambda: clock[0], **QUIET) as s:
         s.put("T", b"first", 0, keys="a")
         s.dispatch()
-        gate = _Gate(s._sync_consume_queues)
-        s._sync_consume_queues = gate  # type: ignore[method-assign]
-        flusher, flushed = _in_thread(s._flush_logics)
+        gate = _Gate(s._services.sync_consume_queues)
+        s._services.sync_consume_queues = gate  # type: ignore[method-assign]
+        flusher, flushed = _in_thread(s._services.flush_logics)
         try:
             assert gate.entered.wait(30)
             clock[0] += 5_000
@@ -73,8 +73,8 @@ def test_dispatch_and_reads_go_on_during_a_sync_and_the_checkpoint_claims_only_w
         assert flushed == [None]
         # the sync began before "second" was dispatched: its time is not claimed as flushed
         assert s.checkpoint.logics_msg_timestamp == 1_700_000_000_000
-        del s._sync_consume_queues
-        s._flush_logics()
+        del s._services.sync_consume_queues
+        s._services.flush_logics()
         assert s.checkpoint.logics_msg_timestamp == 1_700_000_005_000
 
 
@@ -87,9 +87,9 @@ def test_retention_closes_no_file_under_a_running_sync(tmp_path: Path, impl: Any
         files = [mf.path for mf in s.commitlog.queue.files]
         for p in files:
             os.utime(p, ((now - 80 * HOUR) / 1000,) * 2)
-        gate = _Gate(s._sync_consume_queues)
-        s._sync_consume_queues = gate  # type: ignore[method-assign]
-        flusher, flushed = _in_thread(s._flush_logics)
+        gate = _Gate(s._services.sync_consume_queues)
+        s._services.sync_consume_queues = gate  # type: ignore[method-assign]
+        flusher, flushed = _in_thread(s._services.flush_logics)
         try:
             assert gate.entered.wait(30)
             cleaner, deleted = _in_thread(lambda: s.clean_expired(now, force=True, usage_ratio=10))
@@ -144,7 +144,7 @@ def test_the_periodic_flush_leaves_the_active_index_file_to_a_roll_or_close(tmp_
         first = s.index.index_files[0]
         watch(first)
         cq_flushed = s.consume_queue("T", 0).queue.files[-1].flushed_position
-        s._flush_logics()
+        s._services.flush_logics()
         assert synced == []
         assert s.consume_queue("T", 0).queue.files[-1].flushed_position > cq_flushed
         for i in range(1, 60):  # 40 entries a file: the first fills up and is synced as the next begins
@@ -154,7 +154,7 @@ def test_the_periodic_flush_leaves_the_active_index_file_to_a_roll_or_close(tmp_
         assert s.checkpoint.index_msg_timestamp == first.end_timestamp > 0
         active = s.index.index_files[-1]
         watch(active)
-        s._flush_logics()
+        s._services.flush_logics()
         assert synced == [first.name]
         s.flush()
         assert synced == [first.name, active.name]

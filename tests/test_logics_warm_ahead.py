@@ -73,7 +73,7 @@ def test_pages_past_dispatch_are_faulted_in(tmp_path: Path, impl: Any, ahead: in
                 break
             time.sleep(0.01)
         if ahead:
-            assert s._logics_warmer is not None
+            assert s._services.logics_warmer is not None
             cq_ranges, ix_ranges = _covered(calls, mf.mm), _covered(calls, mm_f, start)
             # the last range runs from where dispatch was when the warmer looked to `written` past
             # the end (earlier ranges are warm-ahead of positions a run went through)
@@ -81,7 +81,7 @@ def test_pages_past_dispatch_are_faulted_in(tmp_path: Path, impl: Any, ahead: in
             assert ix_ranges[-1][0] <= want[1][0][0] and ix_ranges[-1][1] == want[1][0][1]
         else:
             time.sleep(0.05)
-            assert s._logics_warmer is None
+            assert s._services.logics_warmer is None
             assert _covered(calls, mf.mm) == [] and _covered(calls, mm_f, start) == []
         # contents untouched: nothing past the last unit or entry, and the store reads back what was put
         assert bytes(mf.mm[20 * N : 40 * N]) == bytes(20 * N)
@@ -89,10 +89,10 @@ def test_pages_past_dispatch_are_faulted_in(tmp_path: Path, impl: Any, ahead: in
         assert [m.queue_offset for m in s.query_by_key("T", f"k{N - 1}")] == [N - 1]
         assert s.get_messages("g", "T", 0, N - 5, 10).status == "FOUND"
         if not ahead:  # what the warmer would read (nobody took it here): the queue moved, then did not
-            assert s._dispatcher.moved() == [(b"T", 0, 20 * N)] and s._dispatcher.moved() == []
+            assert s._dispatch.dispatcher.moved() == [(b"T", 0, 20 * N)] and s._dispatch.dispatcher.moved() == []
             s.put("T", b"one more", 0)
             s.dispatch()
-            assert s._dispatcher.moved() == [(b"T", 0, 20 * N + 20)]
+            assert s._dispatch.dispatcher.moved() == [(b"T", 0, 20 * N + 20)]
 
 
 def test_moved_lists_bound_queues_whose_position_changed_in_both_twins(impl: Any) -> None:
@@ -208,6 +208,6 @@ def test_logics_warm_ahead_is_checked(tmp_path: Path, bad: Any) -> None:
 def test_read_only_store_has_no_warmer(tmp_path: Path) -> None:
     MessageStore(tmp_path).close()
     with MessageStore(tmp_path, read_only=True) as ro:
-        assert ro._logics_warmer is None
+        assert ro._services.logics_warmer is None
     names = {t.name for t in threading.enumerate()}
     assert "rmqcore-logics-warm-ahead" not in names

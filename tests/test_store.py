@@ -190,7 +190,7 @@ def test_read_only_open_never_changes_a_file_even_when_recovery_would_cut(tmp_pa
 def test_reput_steps_that_cut_records_are_not_errors(tmp_path: Path, impl, monkeypatch, mode: str) -> None:
     """The reput thread dispatches in bounded steps, following the writer; a step ending inside a
     record leaves it to the next step (it is not a torn record), and the thread keeps up."""
-    import rmqcore.store as store_mod
+    import rmqcore.store.services as store_mod
 
     monkeypatch.setattr(store_mod, "_REPUT_STEP", 1000)  # every step cuts a record
     s = MessageStore(tmp_path, impl=impl.name, dispatch=mode, **GEOM)
@@ -226,7 +226,7 @@ def test_index_resume_survives_a_live_run_past_the_call_end(tmp_path: Path, impl
     real_max = cl_type.max_offset
     cl_type.max_offset = property(lambda self: first_end)  # type: ignore[assignment]
     try:
-        s._dispatch(1 << 40, True)
+        s._dispatch.run(1 << 40, True)
     finally:
         cl_type.max_offset = real_max  # type: ignore[assignment]
     assert s.reput_from_offset > first_end  # the run went on past its call's end ...
@@ -346,7 +346,7 @@ def test_an_idle_reput_thread_leaves_no_gil_request_out(tmp_path: Path, impl) ->
         seen = []
         for _ in range(50):
             time.sleep(0.003)
-            seen.append(int(s._gil_request[0]))
+            seen.append(int(s._dispatch.gil_request[0]))
         assert sum(v != 0 for v in seen) < 10, seen
         s.put("T", b"y")
         assert s.wait_dispatched(10) and s.get_messages("g", "T", 0, 0).queue_offsets == [0, 1]

@@ -1,22 +1,38 @@
-"""The dispatch apply path for records the native ``Dispatcher`` leaves to Python (RocketMQ's
-CommitLogDispatcherBuildConsumeQueue and CommitLogDispatcherBuildIndex): one function each for the
-tagsCode the general path computes, and for the consume-queue units and index entries of a batch.
+"""Dispatch (RocketMQ's doDispatch with CommitLogDispatcherBuildConsumeQueue and
+CommitLogDispatcherBuildIndex): CommitLog records into consume-queue units, index entries and
+segment-index entries.
 
-``MessageStore`` (its general path, ``_dispatch_one``) and Spark maintenance (``rebuild``, from the
-columns its tasks computed) both write through ``apply_batch``, so the files they build are the same.
+``Dispatch`` owns where dispatch is (``reput_from_offset``), the native ``Dispatcher`` and the files
+bound to it (each queue's writable file, pinned in the map pool; the last index file), the dispatch
+lock and the GIL hand-off words the reput thread (``reput.ReputService``) shares with the writers.
+Records the native run leaves to Python (delay topic, invalid UTF-8, an out-of-order queue position)
+go through the general path: ``general_tags`` and ``apply_batch``, which Spark maintenance
+(``rebuild``, from the columns its tasks computed) writes through too, so the files they build are
+the same.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import _impl
 from .. import layout as L
+from ..commitlog import raise_status
 from ..consumequeue import ConsumeQueue, put_grouped
+from ..errors import InvalidRecordError, InvalidTopicError, OffsetOutOfRangeError, StoreClosedError
 from ..message import MessageExt, compute_tags_code
+from ..warmahead import Region, ahead_end, index_region
+from .queues import consume_queue
 
-__all__ = ["apply_batch", "general_tags"]
+if TYPE_CHECKING:
+    from . import MessageStore
+
+__all__ = ["apply_batch", "general_tags", "Dispatch"]
 
 
 def general_tags(codec: Any, buf: Any, limit: int, file_from: int, positions: Any, flags: Any, tags: Any) -> None:
@@ -42,3 +58,345 @@ def apply_batch(queue_of: Callable[[int], ConsumeQueue], topic_ids: Any, queue_i
         put_grouped(queue_of, gkey, phys[sel], sizes[sel], tags[sel], queue_offsets[sel])
     if index is not None:
         index.put_record_keys(keys, key_counts, tran, phys, store_timestamps)
+
+
+class Dispatch:
+    """The store's dispatch (see the module): ``run`` from ``reput_from_offset`` to the end."""
+
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        self.reput_from_offset = 0  # set by recovery (loader.LogLoader)
+        self.reput_pub = np.zeros(1, dtype=np.int64)  # reput_from_offset, as the native lookup reads it
+        self.index_resume = (-1, 0)  # (record offset, first key) of a record split over two index files
+        self.last_dispatched_ts = 0
+        self.read_your_writes = False  # reads dispatch what is pending first (set once the store is open)
+        self.kernel = _impl.kernel("dispatch", store.impl)
+        self.dispatcher = self.kernel.Dispatcher()
+        self.lock = threading.Lock()
+        self.lock_wanted = np.zeros(1, dtype=np.int64)  # callers waiting for the dispatch lock
+        self._wanted_mutex = threading.Lock()  # for its read-modify-writes
+        # the reput thread asks the writers for the GIL through this word (Appender.set_gil_request)
+        self.gil_request = np.zeros(1, dtype=np.int64)
+        self._gil_asks = 0
+        # scratch of the general path, one record at a time (_dispatch_one); a record has at most one
+        # key per two bytes of properties, plus UNIQ_KEY
+        self._cols = np.empty((L.NCOLUMNS, 1), dtype=np.int64)
+        self._disp = np.empty((4, 1), dtype=np.int64)
+        self._keys = np.empty(L.MAX_PROPERTIES_LEN // 2 + 2, dtype=np.int64)
+        self._topic_ids: dict[bytes, int] = {}
+        self._topic_names: list[str] = []
+        self._no_seg = np.zeros(10, dtype=np.int64)  # Dispatcher.run's segment state when there is no index
+        self._seg_out = np.empty((4, 65536), dtype=np.int64)
+        # each queue's writable file bound to the dispatcher, least recently bound first; the
+        # dispatcher holds at most half of the map pool
+        self.bound: dict[tuple[bytes, int], tuple[ConsumeQueue, Any]] = {}
+        self._bind_max = max(1, store._map_pool.budget // 2)
+        self.bound_index: Any = None
+        if not store.read_only:  # what each put knows of its record: dispatch does not parse it again
+            ap = store.commitlog._appender
+            self.dispatcher.set_hints(ap.hints, ap.hint_head)
+
+    def set_start(self, offset: int) -> None:
+        """Recovery decided where dispatch starts."""
+        self.reput_from_offset = offset
+        self.index_resume = (-1, 0)
+        self.reput_pub[0] = offset
+
+    @property
+    def lag(self) -> int:
+        return max(0, self._store.commitlog.max_offset - self.reput_from_offset)
+
+    def caught_up(self) -> None:
+        """Read-your-writes: before a read, dispatch whatever was put since the last one (batched)."""
+        s = self._store
+        if s._closed:
+            raise StoreClosedError(f"the store {s.store_dir} is closed")
+        if self.read_your_writes and self.reput_from_offset < s.commitlog.max_offset:
+            self.run(None, False)
+
+    def run(self, limit: int | None, live: bool) -> int:
+        """Dispatch up to ``limit`` (the end: None); returns the number of records. With ``live`` (the
+        reput thread) each run also follows the records the writer completes meanwhile, up to
+        ``limit``, without coming back for the GIL, and the writers hand the GIL over whenever a run
+        ends (until this returns)."""
+        if not live:
+            lock = self.lock
+            if self._store._reput is None:
+                lock.acquire()
+            elif not lock.acquire(False):  # the reput thread is in a run: ask it to end (it may nap)
+                with self.locked():
+                    return self._runs(limit, False)
+            try:  # taken without signalling anyone
+                return self._runs(limit, False)
+            finally:
+                lock.release()
+        with self.lock:
+            # the writers hand the GIL over from here to the first run (which withdraws this): the
+            # Python work before it (a new CommitLog file's segment index: files created, each file
+            # call giving up the GIL) would otherwise wait out the 5 ms switch interval each time
+            self._gil_asks -= 1  # a new number (the Dispatcher's own are positive)
+            self.gil_request[0] = self._gil_asks
+            try:
+                return self._runs(limit, True)
+            finally:  # a live run leaves its GIL request out for the work between runs (Dispatcher.set_signals)
+                self.gil_request[0] = 0
+
+    def wait(self, timeout: float) -> bool:
+        """``MessageStore.wait_dispatched``: poll until dispatch has caught up, or ``timeout`` passed."""
+        s = self._store
+        deadline = time.monotonic() + timeout
+        while self.lag > 0:
+            reput = s._services.reput
+            if reput is not None and reput.error is not None:
+                raise reput.error
+            if s._gate.sealed:
+                raise StoreClosedError(f"the store {s.store_dir} is closed")
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0005)
+        return True
+
+    @contextlib.contextmanager
+    def wanting(self) -> Iterator[None]:
+        """Counted in ``lock_wanted`` meanwhile: a live run napping for the writer returns instead of
+        napping on, and the reput thread's nap between runs is skipped."""
+        with self._wanted_mutex:
+            self.lock_wanted[0] += 1
+        try:
+            yield
+        finally:
+            with self._wanted_mutex:
+                self.lock_wanted[0] -= 1
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The dispatch lock, for any thread but the reput thread, taken while wanting it."""
+        with self.wanting():
+            self.lock.acquire()
+        try:
+            yield
+        finally:
+            self.lock.release()
+
+    def _runs(self, limit: int | None, live: bool) -> int:
+        s = self._store
+        s._check_open()
+        cl = s.commitlog
+        written = cl.max_offset
+        cap = written if limit is None else limit
+        end = min(cap, written)
+        live_arr = cl._appender.live if live else None
+        dsp = self.dispatcher
+        index_on = s.index is not None
+        no_seg, seg_out = self._no_seg, self._seg_out
+        n_total = 0
+        # a record whose keys went into two index files (the first filled up) resumes at its
+        # key first_key; kept across calls, as a live run may have gone past this call's end
+        at_key, first_key = self.index_resume
+        if at_key != self.reput_from_offset:
+            first_key = 0
+            self.index_resume = (-1, 0)
+        while self.reput_from_offset < end:
+            try:
+                mf = cl.queue.find(self.reput_from_offset)
+            except OffsetOutOfRangeError:
+                break
+            base = mf.file_from_offset
+            pos = self.reput_from_offset - base
+            stop_at = min(mf.wrote_position, end - base)
+            seg = s.segindex.for_file(base) if s.segindex is not None else None
+            r = dsp.run(
+                mf.mm, base, pos, stop_at, False, index_on, first_key, no_seg if seg is None else seg.state,
+                seg_out, live_arr, max(stop_at, min(cap - base, mf.file_size)))
+            first_key = 0
+            if r.seg_entries:
+                assert seg is not None
+                seg.add_entries(seg_out, r.seg_entries)
+            self._sync_queues()
+            if index_on and self.bound_index is not None:
+                self.bound_index._dirty = True
+            if r.max_timestamp > self.last_dispatched_ts:
+                self.last_dispatched_ts = r.max_timestamp
+            n_total += r.done
+            nxt = base + r.at
+            if r.stop == L.STOP_QUEUE or r.stop == L.STOP_INDEX:
+                # what the run wrote stays done if the binding below fails (DiskFullError creating
+                # a file): a retry starts after it, and re-putting the keys of the last indexed
+                # record would add them to the index twice
+                if nxt > self.reput_from_offset:
+                    self.reput_from_offset = nxt
+                    self.reput_pub[0] = nxt
+            if r.stop == L.STOP_QUEUE:
+                self._bind_queue(bytes(mf.mm[r.topic_pos : r.topic_pos + r.topic_len]), r.queue_id,
+                                 r.queue_offset, mf.path, r.at)
+            elif r.stop == L.STOP_INDEX:
+                first_key = r.first_key
+                self.index_resume = (nxt, first_key)
+                self._bind_index()
+            elif r.stop == L.STOP_SPECIAL:
+                nxt = self._dispatch_one(mf, r.at)
+                n_total += 1
+            elif r.stop == L.STOP_SEG:
+                pass  # the segment-index output was full: its entries are in (above), the next run goes on
+            else:  # STOP_NONE: the run reached its limit or a status
+                if r.status == L.ST_BLANK:
+                    nxt = mf.file_end_offset
+                elif r.done == 0 and r.status < 0 and r.at < stop_at:
+                    if r.status == L.ST_TORN and base + stop_at < cl.max_offset:
+                        break  # the record crosses this call's limit: the next call takes it
+                    # RocketMQ logs and stops here; recovery cuts such bytes, so report them
+                    raise_status(cl._codec, r.status, mf.path, r.at)
+                if nxt <= self.reput_from_offset:
+                    break
+            self.reput_from_offset = nxt
+        self.reput_pub[0] = self.reput_from_offset
+        if s._notify is not None:
+            s._notify.publish_dispatched(self.reput_from_offset)
+        s._keys.drop_if_stale()  # files came or went: the next lookup rebuilds it
+        return n_total
+
+    def _sync_queues(self) -> None:
+        """Publish what the dispatcher wrote: each queue's write position and max physical offset
+        (and wake its waiters in this process: the dispatcher woke them as it wrote, when this
+        process's view of the queue had not moved yet)."""
+        s = self._store
+        notify = s._notify if s.config.dispatch == "background" else None
+        for topic_b, qid, wrote, max_phys in self.dispatcher.touched():
+            cq, mf = self.bound[(topic_b, qid)]
+            mf.wrote_position = wrote
+            cq.max_physic_offset = max_phys
+            if notify is not None:
+                notify.announce(topic_b, qid)
+
+    # -- the files bound to the dispatcher --------------------------------------------------------------
+    def _bind_queue(self, topic_b: bytes, queue_id: int, queue_offset: int, path: Any = None,
+                    position: int = -1) -> None:
+        """Give the dispatcher the writable file of a queue (created, with the pre-blank fill of a
+        queue that starts past 0, when it has none; the next one when it is full). The record at
+        ``position`` of ``path`` needs it; a topic that cannot be a directory name is reported
+        there (RocketMQ would create the directory wherever the topic points)."""
+        try:
+            cq = consume_queue(self._store, topic_b.decode("utf-8"), queue_id, True)  # ConsumeQueue checks the topic
+        except InvalidTopicError as e:
+            raise InvalidRecordError(str(e), position, None if path is None else str(path)) from None
+        assert cq is not None
+        self._bind((topic_b, queue_id), cq, cq._writable(queue_offset * L.CQ_UNIT_SIZE))
+
+    def _bind(self, key: tuple[bytes, int], cq: ConsumeQueue, mf: Any) -> None:
+        """Bind ``mf`` of ``cq`` to the dispatcher (pinned in the map pool meanwhile), with the
+        queue's wake slot in the notify file; beyond ``_bind_max`` bound queues the least recently
+        bound one is let go (bound again when a record needs it)."""
+        pool, notify = self._store._map_pool, self._store._notify
+        old = self.bound.pop(key, None)
+        if old is not None and old[1] is not mf:
+            pool.pin(old[1], False)
+        pool.pin(mf, True)
+        self.dispatcher.bind_queue(key[0], key[1], mf.mm, mf.file_from_offset, mf.wrote_position,
+                                   cq.max_physic_offset, -1 if notify is None else notify.slot(key[0], key[1]))
+        self.bound[key] = (cq, mf)
+        while len(self.bound) > self._bind_max:
+            self._unbind(next(iter(self.bound)))
+
+    def _unbind(self, key: tuple[bytes, int]) -> None:
+        _cq, mf = self.bound.pop(key)
+        self.dispatcher.bind_queue(key[0], key[1], None, 0, 0, 0)
+        self._store._map_pool.pin(mf, False)
+
+    def _bind_index(self) -> None:
+        """Give the dispatcher the last index file (a new one when it is full: getAndCreateLastIndexFile)."""
+        index = self._store.index
+        assert index is not None
+        f = index._last_writable()
+        self.dispatcher.bind_index(f._mm, index.slot_count, f.entry_limit())
+        self.bound_index = f
+
+    def release(self) -> None:
+        """Let go of the files the dispatcher holds (before any of them is unmapped)."""
+        self.dispatcher.release()
+        for _cq, mf in self.bound.values():
+            self._store._map_pool.pin(mf, False)
+        self.bound.clear()
+        self.bound_index = None
+
+    def warm_regions(self, ahead: int) -> list[Region]:
+        """What the logics warm-ahead should warm now: past the write position of each bound queue
+        that moved (as the dispatcher holds it, mid-run too) and past the bound index file's last
+        entry."""
+        out: list[Region] = []
+        bound = self.bound
+        for topic_b, qid, wrote in self.dispatcher.moved():
+            pair = bound.get((topic_b, qid))
+            if pair is not None and not pair[1].closed:
+                mf = pair[1]
+                out.append((mf.mm, wrote, ahead_end(wrote, mf.file_size, wrote, ahead)))
+        f = self.bound_index
+        if f is not None:
+            r = index_region(f, ahead)
+            if r is not None:
+                out.append(r)
+        return out
+
+    # -- the general path -------------------------------------------------------------------------------
+    def _dispatch_one(self, mf: Any, pos: int) -> int:
+        """The general path for the one record at ``pos`` of ``mf``; returns the offset after it.
+        Queue and index bindings are refreshed afterwards (this path writes through the objects)."""
+        s = self._store
+        cols = self._cols
+        n, end_pos, status, nkeys = self.kernel.dispatch_batch(
+            mf.mm, pos, mf.wrote_position, cols, self._disp, self._keys, False)
+        if n == 0:
+            raise_status(s.commitlog._codec, status, mf.path, pos)
+        try:
+            self._apply_one(mf, nkeys)
+        except InvalidTopicError as e:  # as _bind_queue reports it: where the record is
+            raise InvalidRecordError(str(e), pos, mf.path) from None
+        tpos = int(cols[L.C_TOPIC_POS, 0])
+        topic_b = bytes(mf.mm[tpos : tpos + int(cols[L.C_TOPIC_LEN, 0])])
+        key = (topic_b, int(cols[L.C_QUEUE_ID, 0]))
+        if key in self.bound:
+            cq, _ = self.bound[key]
+            last = cq.queue.last()
+            if last is not None and not last.is_full():
+                self._bind(key, cq, last)
+            else:
+                self._unbind(key)
+        if s.index is not None and s.index._files:
+            self._bind_index()
+        if s._notify is not None:  # this path writes its unit through ConsumeQueue: announce it here
+            s._notify.announce(topic_b, key[1])
+        return int(mf.file_from_offset + end_pos)
+
+    def _apply_one(self, mf: Any, nkeys: int) -> None:
+        """CQ units, index entries (``apply_batch``) and segment-index entries of the record decoded
+        into the scratch arrays."""
+        s = self._store
+        cols, disp = self._cols, self._disp
+        base = mf.file_from_offset
+        positions = cols[L.C_POSITION, :1].copy()
+        phys = positions + base
+        sizes = cols[L.C_SIZE, :1].copy()
+        tss = cols[L.C_STORE_TIMESTAMP, :1].copy()
+        tags = disp[0, :1].copy()
+        mm = mf.mm
+        ids = np.array([self._topic_id(bytes(mm[int(cols[L.C_TOPIC_POS, 0]) : int(cols[L.C_TOPIC_POS, 0])
+                                                 + int(cols[L.C_TOPIC_LEN, 0])]))], dtype=np.int64)
+        names = self._topic_names
+        general_tags(s.commitlog._codec, mm, mf.wrote_position, base, positions, disp[1, :1], tags)
+
+        def queue_of(g: int) -> ConsumeQueue:
+            cq = consume_queue(s, names[g >> 32], g & 0xFFFFFFFF, True)
+            assert cq is not None
+            return cq
+
+        apply_batch(queue_of, ids, cols[L.C_QUEUE_ID, :1], phys, sizes, tags, cols[L.C_QUEUE_OFFSET, :1].copy(),
+                    cols[L.C_SYS_FLAG, :1] & L.TRANSACTION_MASK, s.index, self._keys[:nkeys], disp[3, :1], tss)
+        if s.segindex is not None:
+            s.segindex.add(base, positions, sizes, tss)
+        self.last_dispatched_ts = max(self.last_dispatched_ts, int(tss.max()))
+
+    def _topic_id(self, key: bytes) -> int:
+        tid = self._topic_ids.get(key)
+        if tid is None:
+            tid = self._topic_ids[key] = len(self._topic_names)
+            self._topic_names.append(key.decode("utf-8", "replace"))
+        return tid

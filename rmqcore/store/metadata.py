@@ -13,11 +13,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..config import int_arg
 from ..configfiles import dumps_fastjson, load_with_bak, persist
 from ..errors import ConfigError, CorruptionError, InvalidMessageError
 from ..wire import utf8_text
 
-__all__ = ["StoreMetadata", "check_offset_key", "is_int", "is_int_text"]
+__all__ = ["StoreMetadata", "check_offset_key", "offset_commit", "is_int", "is_int_text"]
 
 _INT_TEXT = re.compile(r"-?[0-9]+")
 
@@ -42,6 +43,23 @@ def check_offset_key(group: Any, topic: Any) -> None:
     for what, name in (("group", group), ("topic", topic)):
         if not name.isascii():
             utf8_text(name, what)
+
+
+def offset_commit(group: Any, topic: Any, queue_id: Any, offset: Any) -> tuple[str, int, int]:
+    """A consumer-offset commit checked: its ``topic@group`` key, queue id and offset.
+
+    Raises:
+        ConfigError: a wrong type (str group and topic, integer queue id and offset).
+        InvalidMessageError: a name with '@' or a lone surrogate, a queue id outside [0, 2**31 - 1]
+            (as ``put`` refuses it), an offset outside int64.
+    """
+    check_offset_key(group, topic)
+    queue_id, offset = int_arg(queue_id, "queue_id"), int_arg(offset, "offset")
+    if not 0 <= queue_id <= 0x7FFFFFFF:
+        raise InvalidMessageError(f"queue_id {queue_id} is out of range [0, 2**31 - 1]")
+    if not -(2**63) <= offset <= 2**63 - 1:
+        raise InvalidMessageError(f"offset {offset} is out of the int64 range")
+    return f"{topic}@{group}", queue_id, offset
 
 
 class StoreMetadata:

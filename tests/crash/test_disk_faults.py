@@ -239,8 +239,8 @@ def test_power_loss_keeps_every_durable_message(tmp_path: Path, impl, mode: str)
         with fileops.use(ops):
             s = MessageStore(src, impl=impl.name, flush_disk_type=mode, flush_interval_ms=5, **GEOM)
             if mode == "SYNC_FLUSH":
-                assert s._group_commit is not None
-                assert type(s._group_commit._gc).__module__ == f"rmqcore._{impl.name}.groupcommit"
+                assert s._services.group_commit is not None
+                assert type(s._services.group_commit._gc).__module__ == f"rmqcore._{impl.name}.groupcommit"
             durable = []
             written = []
             for i in range(rnd.randrange(50, 300)):
