@@ -49,9 +49,9 @@ def _keys() -> list[str]:
 def test_lookup(benchmark, big: MessageStore, key_cache: bool) -> None:
     """With the KeyCache (the default; built on the first lookup, outside the timing) and with
     RocketMQ's slot read and chain walk in the index file alone."""
-    saved = big._key_cache
+    saved = big._keys.key_cache
     if not key_cache:
-        big._key_cache = None
+        big._keys.key_cache = None
     big._drop_lookup()
     keys, look = _keys(), big.lookup
     assert look("BenchTopic", keys[0]) == b"v" * 100
@@ -64,7 +64,7 @@ def test_lookup(benchmark, big: MessageStore, key_cache: bool) -> None:
     try:
         benchmark.pedantic(run, rounds=3, iterations=1)
     finally:
-        big._key_cache = saved
+        big._keys.key_cache = saved
         big._drop_lookup()
     benchmark.extra_info["keys"] = KEYS
     benchmark.extra_info["lookups_per_s"] = LOOKUPS / benchmark.stats["median"]

@@ -187,7 +187,8 @@ class MessageStore:
         # consume-queue files mapped at once (MapPool); the dispatcher holds at most half of them
         self._map_pool = MapPool(cfg.max_open_queue_files or open_files_budget())
         self._dispatch = Dispatch(self)
-        self._keys = KeyQuery(self)
+        self._keys = KeyQuery(self)  # lookup and query_by_key: its front's native calls, bound once
+        self._lookup_call, self._query_call = self._keys.front.lookup, self._keys.front.query_by_key
         self._pull = Pull(self)
         self._retention = Retention(self)
         self._meta.load_offsets()
@@ -411,7 +412,7 @@ class MessageStore:
         return self._pull.iter_queue(topic, queue_id, offset)
 
     # -- key queries (store.keyquery): one native call each through the KeyQuery's front ------------------
-    query_by_key = property(operator.attrgetter("_keys.front.query_by_key"), doc="""query_by_key(topic, key, begin=0, end=2**63 - 1, max_num=64, *, raw=False) -> list[MessageExt]
+    query_by_key = property(operator.attrgetter("_query_call"), doc="""query_by_key(topic, key, begin=0, end=2**63 - 1, max_num=64, *, raw=False) -> list[MessageExt]
 
         Messages whose KEYS token or UNIQ_KEY is ``key`` (queryMessage), in physical order.
 
@@ -425,7 +426,7 @@ class MessageStore:
                 int64 are the same as no bound).
             CorruptionError: a record the index points at is corrupt.""")
 
-    lookup = property(operator.attrgetter("_keys.front.lookup"), doc="""lookup(topic, key, begin=0, end=2**63 - 1) -> bytes | None
+    lookup = property(operator.attrgetter("_lookup_call"), doc="""lookup(topic, key, begin=0, end=2**63 - 1) -> bytes | None
 
         The stored body of the newest message of ``topic`` whose KEYS token or UNIQ_KEY is ``key``
         (None when there is none): ``query_by_key`` for key-value use, in one native call per

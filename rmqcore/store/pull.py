@@ -132,22 +132,19 @@ class Pull:
         self._seek_cols = np.empty((L.NCOLUMNS, 64), dtype=np.int64)
         self.views_out: dict[int, int] = {}  # record_views blocks open, per thread
 
-    def current_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        """The consume queue of (topic, queue_id) as it is now: pending dispatch done first, a
-        follower's view of the queue brought up to the writer's."""
-        s = self._store
-        s._dispatch.caught_up()
-        f = s._follower
-        if f is not None and f.ready()[0]:
-            f.refresh_queue(topic, queue_id)
-        return queue_of(s, topic, queue_id)
-
     def queue_bound(self, topic: str, queue_id: int, upper: bool) -> int:
-        """getMinOffsetInQueue / getMaxOffsetInQueue (``upper``): 0 for an unknown queue."""
-        gate = self._store._gate
+        """getMinOffsetInQueue / getMaxOffsetInQueue (``upper``) of the queue as it is now (pending
+        dispatch done first, a follower's view brought up to the writer's); 0 for an unknown queue.
+        Enters the gate itself: consumers call this in a loop."""
+        s = self._store
+        gate = s._gate
         gate.enter()
         try:
-            cq = self.current_queue(topic, queue_id)
+            s._dispatch.caught_up()
+            f = s._follower
+            if f is not None and f.ready()[0]:
+                f.refresh_queue(topic, queue_id)
+            cq = queue_of(s, topic, queue_id)
             return 0 if cq is None else cq.max_offset if upper else cq.min_offset
         finally:
             gate.leave()
