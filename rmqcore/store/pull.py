@@ -144,7 +144,10 @@ class Pull:
             f = s._follower
             if f is not None and f.ready()[0]:
                 f.refresh_queue(topic, queue_id)
-            cq = queue_of(s, topic, queue_id)
+            try:
+                cq = s.consume_queues.get((topic, queue_id))
+            except TypeError:
+                cq = queue_of(s, topic, queue_id)  # raises ConfigError
             return 0 if cq is None else cq.max_offset if upper else cq.min_offset
         finally:
             gate.leave()
