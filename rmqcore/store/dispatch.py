@@ -138,7 +138,7 @@ class Dispatch:
             self.gil_request[0] = self._gil_asks
             try:
                 return self._runs(limit, True)
-            finally:  # a live run leaves its GIL request out for the work between runs (Dispatcher.set_signals)
+            finally:  # a live run leaves its GIL request out for the work between runs (set_signals)
                 self.gil_request[0] = 0
 
     def wait(self, timeout: float) -> bool:
@@ -276,7 +276,8 @@ class Dispatch:
         ``position`` of ``path`` needs it; a topic that cannot be a directory name is reported
         there (RocketMQ would create the directory wherever the topic points)."""
         try:
-            cq = consume_queue(self._store, topic_b.decode("utf-8"), queue_id, True)  # ConsumeQueue checks the topic
+            # ConsumeQueue checks the topic
+            cq = consume_queue(self._store, topic_b.decode("utf-8"), queue_id, True)
         except InvalidTopicError as e:
             raise InvalidRecordError(str(e), position, None if path is None else str(path)) from None
         assert cq is not None
@@ -291,8 +292,9 @@ class Dispatch:
         if old is not None and old[1] is not mf:
             pool.pin(old[1], False)
         pool.pin(mf, True)
+        slot = -1 if notify is None else notify.slot(key[0], key[1])
         self.dispatcher.bind_queue(key[0], key[1], mf.mm, mf.file_from_offset, mf.wrote_position,
-                                   cq.max_physic_offset, -1 if notify is None else notify.slot(key[0], key[1]))
+                                   cq.max_physic_offset, slot)
         self.bound[key] = (cq, mf)
         while len(self.bound) > self._bind_max:
             self._unbind(next(iter(self.bound)))
@@ -388,8 +390,9 @@ class Dispatch:
             assert cq is not None
             return cq
 
-        apply_batch(queue_of, ids, cols[L.C_QUEUE_ID, :1], phys, sizes, tags, cols[L.C_QUEUE_OFFSET, :1].copy(),
-                    cols[L.C_SYS_FLAG, :1] & L.TRANSACTION_MASK, s.index, self._keys[:nkeys], disp[3, :1], tss)
+        apply_batch(queue_of, ids, cols[L.C_QUEUE_ID, :1], phys, sizes, tags,
+                    cols[L.C_QUEUE_OFFSET, :1].copy(), cols[L.C_SYS_FLAG, :1] & L.TRANSACTION_MASK, s.index,
+                    self._keys[:nkeys], disp[3, :1], tss)
         if s.segindex is not None:
             s.segindex.add(base, positions, sizes, tss)
         self.last_dispatched_ts = max(self.last_dispatched_ts, int(tss.max()))

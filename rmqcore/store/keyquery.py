@@ -51,7 +51,8 @@ class KeyQuery:
         # outlives the lookups rebuilt as files come and go (it remembers what it took in per file)
         self.key_cache: Any = self._kernel.KeyCache() if cfg.key_cache and cfg.message_index_enable else None
         # MessageStore.lookup and query_by_key: one native call over the current lookup
-        self.front = self._kernel.LookupFront(self.lookup_general, self.query_general, MessageExt, store._gate)
+        self.front = self._kernel.LookupFront(self.lookup_general, self.query_general, MessageExt,
+                                              store._gate)
 
     def _index(self) -> Any:
         s = self._store
@@ -111,7 +112,8 @@ class KeyQuery:
     def stale(self) -> bool:
         """Index or CommitLog files came or went since the lookup was built."""
         s = self._store
-        return s.index is None or self._files is not s.index._files or self._ncl != len(s.commitlog.queue.files)
+        return (s.index is None or self._files is not s.index._files
+                or self._ncl != len(s.commitlog.queue.files))
 
     def current(self) -> Any:
         lk = self._lookup

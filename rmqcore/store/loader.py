@@ -166,7 +166,8 @@ class LogLoader:
         """End the CommitLog at ``end``: the cut bytes are zeroed, or kept in quarantine when they hold
         valid records (then a RecoveryCutWarning says what was cut and where it is)."""
         s, strict = self._store, self._strict_tail
-        cut = cut_commitlog(self._cl, end, reason, lambda m: record_sound(m, strict), s.store_dir, s.config.flavour)
+        cut = cut_commitlog(self._cl, end, reason, lambda m: record_sound(m, strict), s.store_dir,
+                            s.config.flavour)
         self._cl.set_end(end)
         s.recovered_end = end
         if cut is None:
@@ -232,7 +233,8 @@ class LogLoader:
         if not dropped:
             return None
         kept = index.index_files
-        return kept[-1].end_phy_offset if kept else begins[len(begins) - len(dropped)]  # type: ignore[no-any-return]
+        redo = kept[-1].end_phy_offset if kept else begins[len(begins) - len(dropped)]
+        return int(redo)
 
     def _check_queue(self, cq: ConsumeQueue, end: int) -> int | None:
         """Check the units of ``cq`` against the CommitLog (the last ones, walking back while they are
@@ -281,13 +283,15 @@ class LogLoader:
                 return end
             from ..segindex import SegmentIndexService
 
-            s.segindex = SegmentIndexService(s.store_dir, cl, interval=s.config.index_interval_bytes, impl=s.impl)
+            s.segindex = SegmentIndexService(s.store_dir, cl, interval=s.config.index_interval_bytes,
+                                             impl=s.impl)
             s.segindex.recover(s._dispatch.reput_from_offset)
             try:
                 s._dispatch.run(None, False)
                 return end
             except InvalidRecordError as e:
-                at = next((mf.file_from_offset + e.position for mf in cl.queue.files if mf.path == e.path), -1)
+                at = next((mf.file_from_offset + e.position for mf in cl.queue.files if mf.path == e.path),
+                          -1)
                 if not cl.min_offset <= at < end:
                     raise
                 s._dispatch.release()

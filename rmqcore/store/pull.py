@@ -247,7 +247,8 @@ class Pull:
         s = self._store
         s._check_open()
         cl = s.commitlog
-        start = s.segindex.seek_time(timestamp - 1 if not after else timestamp) if s.segindex else cl.min_offset
+        seg = s.segindex
+        start = seg.seek_time(timestamp - 1 if not after else timestamp) if seg else cl.min_offset
         codec = cl._codec
         out = self._seek_cols
         off = max(start, cl.min_offset)

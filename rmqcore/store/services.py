@@ -61,12 +61,14 @@ class StoreServices:
         cfg, d = s.config, s._dispatch
         if cfg.dispatch != "inline":
             self.reput = ReputService(
-                d.dispatcher, s.commitlog._appender, _impl.kernel("notify", s.impl), d.gil_request, d.lock_wanted,
+                d.dispatcher, s.commitlog._appender, _impl.kernel("notify", s.impl), d.gil_request,
+                d.lock_wanted,
                 lambda: d.run(d.reput_from_offset + _REPUT_STEP, True),
                 lambda: d.reput_from_offset < s.commitlog.max_offset, d.wanting)
             self.reput.start()
         if cfg.logics_warm_ahead > 0:
-            self.logics_warmer = WarmAhead(self._warm_regions, _LOGICS_WARM_CHUNK, "rmqcore-logics-warm-ahead")
+            self.logics_warmer = WarmAhead(self._warm_regions, _LOGICS_WARM_CHUNK,
+                                           "rmqcore-logics-warm-ahead")
 
     def _warm_regions(self) -> list[Region]:
         return self._store._dispatch.warm_regions(self._store.config.logics_warm_ahead)

@@ -1,6 +1,6 @@
-"""Where ``MessageStore.put`` goes (putMessage): chosen in one place, ``choose_put_path``, at open and whenever
-the disk fills or frees (``retention``); ``MessageStore.put`` is a property that returns it, so a
-put on a writable ASYNC_FLUSH store is the CommitLog's native put, one C call.
+"""Where ``MessageStore.put`` goes (putMessage): chosen in one place, ``choose_put_path``, at open and
+whenever the disk fills or frees (``retention``); ``MessageStore.put`` is a property that returns it,
+so a put on a writable ASYNC_FLUSH store is the CommitLog's native put, one C call.
 """
 from __future__ import annotations
 
@@ -54,4 +54,5 @@ class _Synced:
     @gated
     def put(self, topic: str, body: bytes, queue_id: int = 0, **kwargs: Any) -> AppendResult:
         assert self._commit is not None
-        return self._commit.durable(self._store.commitlog.put(topic, body, queue_id, **kwargs))  # type: ignore[no-any-return]
+        r = self._store.commitlog.put(topic, body, queue_id, **kwargs)
+        return self._commit.durable(r)  # type: ignore[no-any-return]
