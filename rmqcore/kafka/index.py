@@ -118,6 +118,7 @@ class AbstractIndex(ClosesOnce, Generic[_EntryT]):
     KIND = "index"
     _ENTRY: struct.Struct  # an entry's two fields, as stored
     _NAME_IN_ERRORS = "index"  # as Kafka's messages call the file
+    _OFFSET_IS_KEY = True  # truncate_to searches the key field (False: the value field holds the offset)
 
     def __init__(
         self,
@@ -326,9 +327,15 @@ class AbstractIndex(ClosesOnce, Generic[_EntryT]):
         self._entries = entries
         self._entries_changed()
 
-    def _truncate_to_slot(self, offset: int, key: bool) -> None:
+    def truncate_to(self, offset: int) -> None:
+        """Kafka ``truncateTo``: remove entries with offset >= ``offset``."""
+        offset = int_arg(offset, "offset")
+        with self._lock:
+            self._truncate_to_slot(offset)
+
+    def _truncate_to_slot(self, offset: int) -> None:
         # slot = largest entry <= offset; drop it too when it is exactly offset (Kafka truncateTo).
-        slot = self._slot(offset - self.base_offset, key, LARGEST_LOWER_BOUND)
+        slot = self._slot(offset - self.base_offset, self._OFFSET_IS_KEY, LARGEST_LOWER_BOUND)
         if slot < 0:
             n = 0
         elif self._relative_offset(slot) == offset - self.base_offset:
@@ -367,6 +374,18 @@ class AbstractIndex(ClosesOnce, Generic[_EntryT]):
             self.path = Path(path)
 
     def sanity_check(self) -> None:
+        """Kafka ``sanityCheck``: a non-empty index's last entry is sound, and the file holds whole entries.
+
+        Raises:
+            IndexCorruptError: see :meth:`_check_last_entry` and :meth:`_check_length`.
+        """
+        with self._lock:
+            if self._entries != 0:
+                self._check_last_entry()
+            self._check_length()
+
+    def _check_last_entry(self) -> None:
+        """sanityCheck's entry-specific test, on a non-empty index (under the lock)."""
         raise NotImplementedError
 
     def _corrupt(self, detail: str, slot: int) -> IndexCorruptError:
@@ -501,30 +520,21 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             self._entries += n
             self._last_offset = int(offs[-1])
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove entries with offset >= ``offset``."""
-        offset = int_arg(offset, "offset")
-        with self._lock:
-            self._truncate_to_slot(offset, True)
-
     def _entries_changed(self) -> None:
         self._last_offset = self._read_last_offset()
 
-    def sanity_check(self) -> None:
+    def _check_last_entry(self) -> None:
         """Kafka ``OffsetIndex.sanityCheck``.
 
         Raises:
-            IndexCorruptError: the last offset is below the base offset, or the length is not a
-                multiple of 8.
+            IndexCorruptError: the last offset is below the base offset.
         """
-        with self._lock:
-            if self._entries != 0 and self._last_offset < self.base_offset:
-                raise self._corrupt(
-                    f"Corrupt index found, index file ({self.path.name}) has non-zero size but the last "
-                    f"offset is {self._last_offset} which is less than the base offset {self.base_offset}",
-                    self._entries - 1,
-                )
-            self._check_length()
+        if self._last_offset < self.base_offset:
+            raise self._corrupt(
+                f"Corrupt index found, index file ({self.path.name}) has non-zero size but the last "
+                f"offset is {self._last_offset} which is less than the base offset {self.base_offset}",
+                self._entries - 1,
+            )
 
 
 class TimeIndex(AbstractIndex[TimestampOffset]):
@@ -536,6 +546,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     KIND = "time index"
     _ENTRY = _TIME_ENTRY
     _NAME_IN_ERRORS = "time index"
+    _OFFSET_IS_KEY = False  # the offset is the value field
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -643,38 +654,29 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             self._entries += n
             self._last_entry = TimestampOffset(int(ts[-1]), int(offs[-1]))
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove entries with offset >= ``offset`` (searched on the offset field)."""
-        offset = int_arg(offset, "offset")
-        with self._lock:
-            self._truncate_to_slot(offset, False)
-
     def _entries_changed(self) -> None:
         self._last_entry = self._read_last_entry()
 
-    def sanity_check(self) -> None:
+    def _check_last_entry(self) -> None:
         """Kafka ``TimeIndex.sanityCheck``.
 
         Raises:
             IndexCorruptError: the last timestamp is below the first (a zero tail), the last offset is
-                below the base offset, or the length is not a multiple of 12.
+                below the base offset.
         """
-        with self._lock:
-            last_ts, last_off = self._last_entry
-            if self._entries != 0:
-                first_ts = self._field(0, 0, 8)
-                if last_ts < first_ts:
-                    raise self._corrupt(
-                        f"Corrupt time index found, time index file ({self.path.name}) has non-zero size "
-                        f"but the last timestamp is {last_ts} which is less than the first timestamp "
-                        f"{first_ts}",
-                        self._entries - 1,
-                    )
-                if last_off < self.base_offset:
-                    raise self._corrupt(
-                        f"Corrupt time index found, time index file ({self.path.name}) has non-zero size "
-                        f"but the last offset is {last_off} which is less than the first offset "
-                        f"{self.base_offset}",
-                        self._entries - 1,
-                    )
-            self._check_length()
+        last_ts, last_off = self._last_entry
+        first_ts = self._field(0, 0, 8)
+        if last_ts < first_ts:
+            raise self._corrupt(
+                f"Corrupt time index found, time index file ({self.path.name}) has non-zero size "
+                f"but the last timestamp is {last_ts} which is less than the first timestamp "
+                f"{first_ts}",
+                self._entries - 1,
+            )
+        if last_off < self.base_offset:
+            raise self._corrupt(
+                f"Corrupt time index found, time index file ({self.path.name}) has non-zero size "
+                f"but the last offset is {last_off} which is less than the first offset "
+                f"{self.base_offset}",
+                self._entries - 1,
+            )
