@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bases import ReadOnly
 from ..errors import InvalidMessageError, MessageTooLargeError, StoreClosedError
 from ..layout import (
     BLANK_SIZE,
@@ -214,15 +215,8 @@ class Appender:
         self._nhints = 0
         self._topic_hashes: dict[str, int] = {}
 
-    @property
-    def hints(self) -> Any:
-        """The dispatch hints ring, int64[HINT_CAPACITY, HINT_FIELDS] (read-only view)."""
-        return self._hints
-
-    @property
-    def hint_head(self) -> Any:
-        """int64[1]: the hints written so far (read-only view)."""
-        return self._hint_head
+    hints = ReadOnly[Any]("_hints", "The dispatch hints ring, int64[HINT_CAPACITY, HINT_FIELDS] (read-only view).")
+    hint_head = ReadOnly[Any]("_hint_head", "int64[1]: the hints written so far (read-only view).")
 
     # -- state --------------------------------------------------------------------------------------
     def set_file(self, mf: Any) -> None:

@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import operator
 import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import geometry
 from .. import live as _live
+from ..bases import ReadOnly
 from ..checkpoint import StoreCheckpoint
 from ..commitlog import AppendResult, BatchAppendResult, CommitLog
 from ..config import StoreConfig, bool_arg, int_arg, path_arg, real_arg
@@ -231,7 +231,7 @@ class MessageStore:
             raise ReadOnlyError(f"{self.store_dir} was opened read-only")
 
     # -- writing --------------------------------------------------------------------------------------
-    put = property(operator.attrgetter("_put_path"), doc="""put(topic, body, queue_id=0, **kwargs) -> AppendResult
+    put = ReadOnly[Callable[..., AppendResult]]("_put_path", """put(topic, body, queue_id=0, **kwargs) -> AppendResult
 
         Append one message (see CommitLog.put for the arguments); dispatch follows before the next
         read. The call goes where ``writing.choose_put_path`` says: the CommitLog's native put (one C call),
@@ -412,7 +412,7 @@ class MessageStore:
         return self._pull.iter_queue(topic, queue_id, offset)
 
     # -- key queries (store.keyquery): one native call each through the KeyQuery's front ------------------
-    query_by_key = property(operator.attrgetter("_query_call"), doc="""query_by_key(topic, key, begin=0, end=2**63 - 1, max_num=64, *, raw=False) -> list[MessageExt]
+    query_by_key = ReadOnly[Callable[..., list[MessageExt]]]("_query_call", """query_by_key(topic, key, begin=0, end=2**63 - 1, max_num=64, *, raw=False) -> list[MessageExt]
 
         Messages whose KEYS token or UNIQ_KEY is ``key`` (queryMessage), in physical order.
 
@@ -426,7 +426,7 @@ class MessageStore:
                 int64 are the same as no bound).
             CorruptionError: a record the index points at is corrupt.""")
 
-    lookup = property(operator.attrgetter("_lookup_call"), doc="""lookup(topic, key, begin=0, end=2**63 - 1) -> bytes | None
+    lookup = ReadOnly[Callable[..., "bytes | None"]]("_lookup_call", """lookup(topic, key, begin=0, end=2**63 - 1) -> bytes | None
 
         The stored body of the newest message of ``topic`` whose KEYS token or UNIQ_KEY is ``key``
         (None when there is none): ``query_by_key`` for key-value use, in one native call per
