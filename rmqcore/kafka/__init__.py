@@ -15,57 +15,18 @@ uses the standard library.
 
 from __future__ import annotations
 
-from .index import (
-    AbstractIndex,
-    InvalidOffsetError,
-    OffsetIndex,
-    OffsetPosition,
-    TimeIndex,
-    TimestampOffset,
-)
-from .log import KafkaLog
-from .records import (
-    DefaultRecordBatch,
-    Header,
-    LegacyRecordBatch,
-    Record,
-    RecordBatch,
-    encode_batch,
-    read_batch,
-)
-from .segment import (
-    AppendResult,
-    LogOffsetPosition,
-    LogSegment,
-    SegmentConfig,
-    TimestampAndOffset,
-    parse_segment_base_offset,
-    segment_file_name,
-)
-from .txnindex import AbortedTxn, TransactionIndex
+from . import index, log, records, segment, txnindex
+from .index import *  # noqa: F403
+from .log import *  # noqa: F403
+from .records import *  # noqa: F403
+from .segment import *  # noqa: F403
+from .txnindex import *  # noqa: F403
 
-__all__ = [
-    "AbstractIndex",
-    "OffsetIndex",
-    "TimeIndex",
-    "OffsetPosition",
-    "TimestampOffset",
-    "InvalidOffsetError",
-    "KafkaLog",
-    "LogSegment",
-    "SegmentConfig",
-    "LogOffsetPosition",
-    "TimestampAndOffset",
-    "AppendResult",
-    "segment_file_name",
-    "parse_segment_base_offset",
-    "RecordBatch",
-    "DefaultRecordBatch",
-    "LegacyRecordBatch",
-    "Record",
-    "Header",
-    "read_batch",
-    "encode_batch",
-    "TransactionIndex",
-    "AbortedTxn",
-]
+# The package's names are its submodules' public names (asyncio's pattern): each is declared once, in
+# the module that defines or re-exports it. ``+=`` of a module's ``__all__`` is the form mypy follows.
+__all__: list[str] = []
+__all__ += index.__all__
+__all__ += log.__all__
+__all__ += records.__all__
+__all__ += segment.__all__
+__all__ += txnindex.__all__
