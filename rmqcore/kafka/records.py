@@ -508,9 +508,18 @@ def read_batch(
 _ONE_BYTE = tuple(bytes((b,)) for b in range(0x80))
 
 
-def _leb128(v: int) -> bytes:
-    """Unsigned LEB128 of ``v`` >= 0 (ByteUtils' write loop): 7 bits a byte, low first, the high bit
-    set on every byte but the last."""
+def _zigzag_leb128(value: int, bits: int, kind: str) -> bytes:
+    """ByteUtils' writeVarint/writeVarlong of the ``bits``-wide signed ``value``: zig-zag (0, -1, 1, -2 ...
+    as 0, 1, 2, 3 ...), then unsigned LEB128: 7 bits a byte, low first, the high bit set on every byte but
+    the last.
+
+    Raises:
+        InvalidMessageError: ``value`` outside a signed ``bits``-wide int (a ValueError).
+    """
+    sign = value >> (bits - 1)  # 0 or -1 exactly when value fits
+    if sign != 0 and sign != -1:
+        raise InvalidMessageError(f"{value} does not fit a {kind} (int{bits})")
+    v = (value << 1) ^ sign
     if v < 0x80:
         return _ONE_BYTE[v]
     out = bytearray()
@@ -527,9 +536,7 @@ def encode_varint(value: int) -> bytes:
     Raises:
         InvalidMessageError: ``value`` outside int32 (a ValueError).
     """
-    if not -(1 << 31) <= value < (1 << 31):
-        raise InvalidMessageError(f"{value} does not fit a varint (int32)")
-    return _leb128(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+    return _zigzag_leb128(value, 32, "varint")
 
 
 def encode_varlong(value: int) -> bytes:
@@ -538,9 +545,7 @@ def encode_varlong(value: int) -> bytes:
     Raises:
         InvalidMessageError: ``value`` outside int64 (a ValueError).
     """
-    if not -(1 << 63) <= value < (1 << 63):
-        raise InvalidMessageError(f"{value} does not fit a varlong (int64)")
-    return _leb128(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+    return _zigzag_leb128(value, 64, "varlong")
 
 
 def _encode_bytes(b: bytes | bytearray | memoryview | None) -> bytes:
