@@ -174,6 +174,7 @@ class AbstractIndex(ClosesOnce, Generic[_EntryT]):
         self._map()
         self._entries = 0 if newly_created else (self._length - self._length % es) // es
         self._max_entries = self._length // es
+        self._entries_changed()
 
     # --- mapping -----------------------------------------------------------------------------------
     def _map(self) -> None:
@@ -305,7 +306,7 @@ class AbstractIndex(ClosesOnce, Generic[_EntryT]):
             return True
 
     def _entries_changed(self) -> None:
-        """Re-read what a subclass keeps of its last entry (after a truncation or a resize)."""
+        """Re-read what a subclass keeps of its last entry (on open, after a truncation or a resize)."""
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to the live entries (on close and roll)."""
@@ -345,7 +346,10 @@ class AbstractIndex(ClosesOnce, Generic[_EntryT]):
         self._truncate_to_entries(n)
 
     def _relative_offset(self, slot: int) -> int:
-        raise NotImplementedError
+        """The relative offset stored in entry ``slot``: its key field or its value field."""
+        if self._OFFSET_IS_KEY:
+            return self._field(slot, self.KEY_POS, self.KEY_WIDTH)
+        return self._field(slot, self.VALUE_POS, self.VALUE_WIDTH)
 
     def flush(self) -> None:
         """msync the mapped file (without the GIL when the native kernels are in use)."""
@@ -420,13 +424,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     VALUE_POS, VALUE_WIDTH = 4, 4
     KIND = "offset index"
     _ENTRY = _OFFSET_ENTRY
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._last_offset = self._read_last_offset()
-
-    def _relative_offset(self, slot: int) -> int:
-        return self._field(slot, 0, 4)
+    _last_offset: int  # the last entry's offset, read on open by _entries_changed
 
     def _read_last_offset(self) -> int:
         if self._entries == 0:
@@ -547,13 +545,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     _ENTRY = _TIME_ENTRY
     _NAME_IN_ERRORS = "time index"
     _OFFSET_IS_KEY = False  # the offset is the value field
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._last_entry = self._read_last_entry()
-
-    def _relative_offset(self, slot: int) -> int:
-        return self._field(slot, 8, 4)
+    _last_entry: TimestampOffset  # read on open by _entries_changed
 
     def _read_last_entry(self) -> TimestampOffset:
         if self._entries == 0:
