@@ -46,7 +46,6 @@ from .errors import (
 
 __all__ = ["MappedFile", "MappedFileQueue", "MapPool", "PooledMappedFile", "map_file", "open_files_budget"]
 
-_MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 _PREFAULT_CHUNK = 4 * 1024 * 1024
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux
 _SCAN_CHUNK = 1 << 20  # bytes data_end reads and zero writes at a time
