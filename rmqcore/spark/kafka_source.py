@@ -44,6 +44,7 @@ from pyspark.sql.datasource import (
 )
 
 from ..columnar.arrow import spark_ddl
+from .rmq.options import path_options
 
 __all__ = ["KafkaSegmentsDataSource", "read_kafka_segments", "SCHEMA"]
 
@@ -219,7 +220,4 @@ class KafkaSegmentsDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: Any) -> KafkaSegmentsReader:
-        o = {str(k).lower(): str(v) for k, v in dict(self.options).items()}
-        if "path" not in o:
-            raise ValueError("the kafka-segments source needs a path")
-        return KafkaSegmentsReader(o)
+        return KafkaSegmentsReader(path_options(self.options, "kafka-segments"))

@@ -128,3 +128,15 @@ def test_pushdown_prunes_segments_and_start_positions() -> None:
     assert len(p) == 1 and p[0].start_position > 0
     late = parts("v2_large_index_warm_section", [GreaterThanOrEqual(("timestamp",), 1800000000000)])
     assert late[0].start_position > p[0].start_position
+
+
+def test_a_source_without_a_path_is_a_config_error() -> None:
+    from rmqcore.errors import ConfigError
+    from rmqcore.spark import KafkaSegmentsDataSource, RmqDataSource
+
+    with pytest.raises(ConfigError, match=r"the kafka-segments source needs a path \(load\(path\)"):
+        KafkaSegmentsDataSource({"compressionCodec": "none"}).reader(None)
+    with pytest.raises(ConfigError, match=r"the rmq source needs a path \(load\(path\)"):
+        RmqDataSource({}).reader(None)
+    reader = KafkaSegmentsDataSource({"PATH": "/nonexistent-dir"}).reader(None)
+    assert reader.options["path"] == "/nonexistent-dir"

@@ -13,8 +13,7 @@ from ...columnar.arrow import ARROW_SCHEMA, SCHEMA, SPARK_TYPES, project
 from ...columnar.manifest import GRACE_SECONDS, SNAPSHOT_BYTES, columnar_dir
 from ...columnar.snapshot import plan_read
 from ...columnar.stores import store_dirs
-from ...errors import ConfigError
-from .options import lower_options, store_geometry
+from .options import lower_options, path_options, store_geometry
 from .reader import COVERED, RmqReader
 from .stream import RmqStreamReader
 from .writer import RmqWriter
@@ -42,10 +41,7 @@ class RmqDataSource(DataSource):
         return SCHEMA
 
     def _options(self) -> dict[str, str]:
-        o = lower_options(self.options)
-        if "path" not in o:
-            raise ConfigError("the rmq source needs a path (load(path) or option('path', ...))")
-        return o
+        return path_options(self.options, "rmq")
 
     def reader(self, schema: Any) -> RmqReader:
         return RmqReader(self._options(), arrow_schema_of(schema))
