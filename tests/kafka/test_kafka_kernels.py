@@ -206,3 +206,52 @@ def test_overlong_varints_wrap_like_java(raw: bytes) -> None:
     impls = twins()
     data = _record(b"\x00" + raw)
     same_everywhere(impls, "parse_records", data, 0, len(data), 1)
+
+
+def _read_zigzag_leb128(data: bytes) -> int:
+    """Reference decoder (ByteUtils.readVarlong): LEB128, then zig-zag back."""
+    raw = sum((b & 0x7F) << (7 * i) for i, b in enumerate(data))
+    assert all(b & 0x80 for b in data[:-1]) and not data[-1] & 0x80
+    return (raw >> 1) ^ -(raw & 1)
+
+
+@pytest.mark.parametrize(
+    ("encode", "value", "expected"),
+    [
+        (encode_varint, 0, b"\x00"),
+        (encode_varint, -1, b"\x01"),
+        (encode_varint, 1, b"\x02"),
+        (encode_varint, 63, b"\x7e"),
+        (encode_varint, -64, b"\x7f"),
+        (encode_varint, 64, b"\x80\x01"),
+        (encode_varint, 2**31 - 1, b"\xfe\xff\xff\xff\x0f"),
+        (encode_varint, -(2**31), b"\xff\xff\xff\xff\x0f"),
+        (encode_varlong, 2**63 - 1, b"\xfe" + b"\xff" * 8 + b"\x01"),
+        (encode_varlong, -(2**63), b"\xff" * 9 + b"\x01"),
+    ],
+)
+def test_varint_encoding_at_the_bounds(encode: Callable[[int], bytes], value: int, expected: bytes) -> None:
+    assert encode(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("encode", "value", "kind"),
+    [(encode_varint, 2**31, "varint (int32)"), (encode_varint, -(2**31) - 1, "varint (int32)"),
+     (encode_varlong, 2**63, "varlong (int64)"), (encode_varlong, -(2**63) - 1, "varlong (int64)")],
+)
+def test_varint_outside_its_width_is_refused(encode: Callable[[int], bytes], value: int, kind: str) -> None:
+    import re
+
+    from rmqcore.errors import InvalidMessageError
+
+    with pytest.raises(InvalidMessageError, match=re.escape(f"{value} does not fit a {kind}")):
+        encode(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-(2**63), 2**63 - 1))
+def test_varlong_round_trips_and_varint_agrees_within_int32(value: int) -> None:
+    out = encode_varlong(value)
+    assert len(out) <= 10 and _read_zigzag_leb128(out) == value
+    if -(2**31) <= value < 2**31:
+        assert encode_varint(value) == out and len(out) <= 5
