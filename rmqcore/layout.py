@@ -158,6 +158,16 @@ HINT_CAPACITY = 32768
 HINT_FIELDS = 8
 H_SEQ, H_PHYS, H_SIZE, H_QUEUE, H_QOFF, H_TS, H_TAGS, H_KEY = range(HINT_FIELDS)
 
+# --- the dispatch kernel's per-record output (rmqcore's own; csrc/rmq_dispatch.h names them too) ---
+# rows of ``disp`` (DISPATCH_ROWS x records, int64) and bits of its flags row
+DISPATCH_ROWS = 4
+D_TAGS_CODE = 0  # ConsumeQueue tagsCode (Java String.hashCode of TAGS)
+D_FLAGS = 1  # DF_* bits
+D_KEYS_START = 2  # where the record's index key hashes start in ``keys``
+D_KEYS_COUNT = 3  # and how many there are
+DF_SCHEDULE = 1  # the topic is SCHEDULE_TOPIC_XXXX (the caller sets the delivery time as tagsCode)
+DF_BAD_UTF8 = 2  # the topic or the properties are not valid UTF-8
+
 # --- kernel outcomes (rmqcore's own; csrc/rmq_dispatch.h and rmq_lookup.h name them too, and the
 # native kernels check at import that they agree) -------------------------------------------------
 # why a Dispatcher run (ReputMessageService's per-record work) stopped before its limit

@@ -20,7 +20,8 @@ from ._core cimport rmq_capi_import
 rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 from ..kernel_results import DispatchRun
-from ..layout import (HINT_CAPACITY, HINT_FIELDS, NCOLUMNS, SELECT_FOUND, SELECT_NO_MATCH, SELECT_REMOVING,
+from ..layout import (D_FLAGS, D_KEYS_COUNT, D_KEYS_START, D_TAGS_CODE, DF_BAD_UTF8, DF_SCHEDULE, DISPATCH_ROWS,
+                      HINT_CAPACITY, HINT_FIELDS, NCOLUMNS, SELECT_FOUND, SELECT_NO_MATCH, SELECT_REMOVING,
                       SPECIAL_FLAGS, SPECIAL_KEYS, SPECIAL_QUEUE_POS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK,
                       ST_END, ST_MSG, ST_TORN, STOP_INDEX, STOP_NONE, STOP_QUEUE, STOP_SEG, STOP_SPECIAL)
 from ..wire import SCHEDULE_TOPIC
@@ -76,15 +77,6 @@ cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object obj, int *overflow) except? -1
 
 
-# rows of ``disp`` and bits of its flags row (the pure twin defines the same names)
-DISPATCH_ROWS = 4
-D_TAGS_CODE = 0
-D_FLAGS = 1
-D_KEYS_START = 2
-D_KEYS_COUNT = 3
-DF_SCHEDULE = 1
-DF_BAD_UTF8 = 2
-
 if ((RMQ_ST_MSG, RMQ_ST_END, RMQ_ST_BLANK, RMQ_ST_TORN, RMQ_ST_BAD_MAGIC, RMQ_ST_BAD_SIZE, RMQ_ST_BAD_CRC,
      RMQ_NCOLUMNS, RMQ_DISPATCH_NROWS, RMQ_D_TAGS_CODE, RMQ_D_FLAGS, RMQ_D_KEYS_START, RMQ_D_KEYS_COUNT,
      RMQ_DF_SCHEDULE, RMQ_DF_BAD_UTF8, RMQ_HINT_CAPACITY, RMQ_HINT_FIELDS, RMQ_STOP_NONE, RMQ_STOP_QUEUE,
@@ -94,7 +86,7 @@ if ((RMQ_ST_MSG, RMQ_ST_END, RMQ_ST_BLANK, RMQ_ST_TORN, RMQ_ST_BAD_MAGIC, RMQ_ST
             DISPATCH_ROWS, D_TAGS_CODE, D_FLAGS, D_KEYS_START, D_KEYS_COUNT, DF_SCHEDULE, DF_BAD_UTF8,
             HINT_CAPACITY, HINT_FIELDS, STOP_NONE, STOP_QUEUE, STOP_SPECIAL, STOP_INDEX, STOP_SEG,
             SPECIAL_FLAGS, SPECIAL_QUEUE_POS, SPECIAL_KEYS, SELECT_NO_MATCH, SELECT_FOUND, SELECT_REMOVING)):
-    raise ImportError("csrc/rmq_dispatch.h disagrees with rmqcore/layout.py or the pure twin")
+    raise ImportError("csrc/rmq_dispatch.h disagrees with rmqcore/layout.py")
 if (<bytes>RMQ_SCHEDULE_TOPIC).decode("ascii") != SCHEDULE_TOPIC:
     raise ImportError("csrc/rmq_dispatch.h's RMQ_SCHEDULE_TOPIC disagrees with rmqcore/wire.py")
 

@@ -42,6 +42,13 @@ from ..layout import (
     C_TOPIC_POS,
     CQ_UNIT_FIELDS,
     CQ_UNIT_SIZE,
+    D_FLAGS,
+    D_KEYS_COUNT,
+    D_KEYS_START,
+    D_TAGS_CODE,
+    DF_BAD_UTF8,
+    DF_SCHEDULE,
+    DISPATCH_ROWS,
     H_SEQ,
     HINT_CAPACITY,
     HINT_FIELDS,
@@ -90,15 +97,6 @@ __all__ = [
     "DF_SCHEDULE",
     "DF_BAD_UTF8",
 ]
-
-# rows of ``disp`` and bits of its flags row
-DISPATCH_ROWS = 4
-D_TAGS_CODE = 0
-D_FLAGS = 1
-D_KEYS_START = 2
-D_KEYS_COUNT = 3
-DF_SCHEDULE = 1
-DF_BAD_UTF8 = 2
 
 _SCHEDULE_TOPIC = SCHEDULE_TOPIC.encode("ascii")
 _CHUNK = 256  # records decoded per codec.decode_batch call (bounds the scratch array)
