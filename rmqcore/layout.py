@@ -25,6 +25,8 @@ CommitLog record (offsets for IPv4 born and store hosts; an IPv6 host field is 2
 """
 from __future__ import annotations
 
+from .errors import BadMagicError, ChecksumError, RecordSizeError, TruncatedRecordError
+
 # --- CommitLog record (MessageDecoder, MessageVersion, CommitLog) ---------------------------------
 MAGIC_V1 = -626843481  # 0xDAA320A7, MessageVersion.MESSAGE_VERSION_V1
 MAGIC_V2 = -626843477  # 0xDAA320AB, MessageVersion.MESSAGE_VERSION_V2 (5.1.0+: 2-byte topic length)
@@ -96,6 +98,14 @@ STATUS_NAMES = {
     ST_BAD_MAGIC: "bad_magic",
     ST_BAD_SIZE: "bad_size",
     ST_BAD_CRC: "bad_crc",
+}
+
+# the CorruptionError (and its message) each invalid-record status raises when a record is decoded
+STATUS_ERRORS = {
+    ST_TORN: (TruncatedRecordError, "record runs past the end of the data"),
+    ST_BAD_MAGIC: (BadMagicError, "unknown magic code"),
+    ST_BAD_SIZE: (RecordSizeError, "record size disagrees with its field lengths"),
+    ST_BAD_CRC: (ChecksumError, "body CRC mismatch"),
 }
 
 # --- columnar batch decode: row layout of the int64 output array (decode_batch) --------------------

@@ -41,14 +41,7 @@ from ._core cimport rmq_capi_import
 
 rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
-from ..errors import (
-    BadMagicError,
-    ChecksumError,
-    InvalidMessageError,
-    PropertiesTooLargeError,
-    RecordSizeError,
-    TruncatedRecordError,
-)
+from ..errors import InvalidMessageError, PropertiesTooLargeError
 from ..layout import (
     BLANK_SIZE,
     FLAG_BORNHOST_V6,
@@ -70,6 +63,7 @@ from ..layout import (
     ST_END,
     ST_MSG,
     ST_TORN,
+    STATUS_ERRORS,
     TRANSACTION_MASK,
 )
 from ..wire import Host, create_message_id, dispatch_tags_code, parse_properties

@@ -207,7 +207,7 @@ cdef tuple record_tuple(const unsigned char *base, const rmq_record *r):
 
 
 def raise_for_status(status, pos):
-    cls, detail = _ERRORS[status]
+    cls, detail = STATUS_ERRORS[status]
     raise cls(detail, pos)
 
 

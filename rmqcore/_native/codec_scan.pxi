@@ -77,14 +77,6 @@ def scan_records(const unsigned char[::1] buf, pos, limit, verify_crc, max_recor
     return st, end_pos, count, last_ts
 
 
-_ERRORS = {
-    ST_TORN: (TruncatedRecordError, "record runs past the end of the data"),
-    ST_BAD_MAGIC: (BadMagicError, "unknown magic code"),
-    ST_BAD_SIZE: (RecordSizeError, "record size disagrees with its field lengths"),
-    ST_BAD_CRC: (ChecksumError, "body CRC mismatch"),
-}
-
-
 
 def decode_batch(const unsigned char[::1] buf, pos, limit, out, verify_crc):
     """Decode consecutive records from ``pos`` into the columns of ``out`` (int64, shape

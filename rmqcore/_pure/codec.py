@@ -12,14 +12,7 @@ import struct
 import zlib
 from typing import Any
 
-from ..errors import (
-    BadMagicError,
-    ChecksumError,
-    InvalidMessageError,
-    PropertiesTooLargeError,
-    RecordSizeError,
-    TruncatedRecordError,
-)
+from ..errors import InvalidMessageError, PropertiesTooLargeError
 from ..layout import (
     BLANK_SIZE,
     C_BODY_CRC,
@@ -67,6 +60,7 @@ from ..layout import (
     ST_END,
     ST_MSG,
     ST_TORN,
+    STATUS_ERRORS,
     TRANSACTION_MASK,
 )
 from ..wire import Host, create_message_id, dispatch_tags_code, parse_properties, utf8_text
@@ -372,16 +366,8 @@ def scan_records(
     return ST_MSG, pos, count, last_ts
 
 
-_ERRORS = {
-    ST_TORN: (TruncatedRecordError, "record runs past the end of the data"),
-    ST_BAD_MAGIC: (BadMagicError, "unknown magic code"),
-    ST_BAD_SIZE: (RecordSizeError, "record size disagrees with its field lengths"),
-    ST_BAD_CRC: (ChecksumError, "body CRC mismatch"),
-}
-
-
 def raise_for_status(status: int, pos: int) -> None:
-    cls, detail = _ERRORS[status]
+    cls, detail = STATUS_ERRORS[status]
     raise cls(detail, pos)
 
 
