@@ -258,3 +258,16 @@ NOTIFY_STATE_CLOSED, NOTIFY_STATE_RECOVERING, NOTIFY_STATE_OPEN = 0, 1, 2
 # flock by read-only followers; the writer (the one owner of consumerOffset.json, as RocketMQ's
 # broker) applies the lines in order, persists consumerOffset.json, then empties the file.
 OFFSET_INBOX_FILE = "consumerOffset.inbox"
+
+
+def record_size(body_len: int, topic_len: int, properties_len: int, sys_flag: int, v2: bool) -> int:
+    """MessageExtEncoder.calMsgLength: bytes one record takes."""
+    return (
+        MIN_RECORD_SIZE
+        + max(body_len, 0)
+        + topic_len
+        + properties_len
+        + (12 if sys_flag & FLAG_BORNHOST_V6 else 0)
+        + (12 if sys_flag & FLAG_STOREHOST_V6 else 0)
+        + (1 if v2 else 0)
+    )

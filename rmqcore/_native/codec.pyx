@@ -51,7 +51,6 @@ from ..layout import (
     MAGIC_V1,
     MAGIC_V2,
     MAX_PROPERTIES_LEN,
-    MIN_RECORD_SIZE,
     NCOLUMNS,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
@@ -66,6 +65,7 @@ from ..layout import (
     STATUS_ERRORS,
     TRANSACTION_MASK,
 )
+from ..layout import record_size as _record_size_any
 from ..wire import Host, create_message_id, dispatch_tags_code, parse_properties
 from . import hashing as _hashing
 

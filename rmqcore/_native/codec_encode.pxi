@@ -11,16 +11,8 @@ def record_size(body_len, topic_len, properties_len, sys_flag, v2):
                 and _idx64(sys_flag, &f) == 0 and -(1 << 60) < b < (1 << 60) and -(1 << 60) < t < (1 << 60)
                 and -(1 << 60) < p < (1 << 60)):
             return rmq_record_size(b, t, p, f, 1 if v2 else 0)
-    # anything else (huge or non-int values): the pure twin's expression, with its results and errors
-    return (
-        MIN_RECORD_SIZE
-        + max(body_len, 0)
-        + topic_len
-        + properties_len
-        + (12 if sys_flag & FLAG_BORNHOST_V6 else 0)
-        + (12 if sys_flag & FLAG_STOREHOST_V6 else 0)
-        + (1 if v2 else 0)
-    )
+    # anything else (huge or non-int values): layout's expression (the pure twin's), its results and errors
+    return _record_size_any(body_len, topic_len, properties_len, sys_flag, v2)
 
 
 cdef inline int _topic_fits(Py_ssize_t n, bint v2) except -1:

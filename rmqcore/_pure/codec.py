@@ -62,6 +62,7 @@ from ..layout import (
     ST_TORN,
     STATUS_ERRORS,
     TRANSACTION_MASK,
+    record_size,
 )
 from ..wire import Host, create_message_id, dispatch_tags_code, parse_properties, utf8_text
 from . import hashing as _hashing
@@ -89,19 +90,6 @@ _B = struct.Struct(">b")
 # size magic crc queueId flag queueOffset physicalOffset sysFlag bornTimestamp
 _HEAD = struct.Struct(">iiiiiqqiq")
 _HEAD_LEN = _HEAD.size  # 48
-
-
-def record_size(body_len: int, topic_len: int, properties_len: int, sys_flag: int, v2: bool) -> int:
-    """MessageExtEncoder.calMsgLength: bytes one record takes."""
-    return (
-        MIN_RECORD_SIZE
-        + max(body_len, 0)
-        + topic_len
-        + properties_len
-        + (12 if sys_flag & FLAG_BORNHOST_V6 else 0)
-        + (12 if sys_flag & FLAG_STOREHOST_V6 else 0)
-        + (1 if v2 else 0)
-    )
 
 
 def _host_flags(sys_flag: int, born_addr: bytes, store_addr: bytes) -> int:
