@@ -216,11 +216,7 @@ def message_ids(const unsigned char[::1] data not None, pos, port, sys_flag, v6_
 def split_properties(const unsigned char[::1] data not None, pos, length, empty=None):
     """The properties strings ``data[pos[i]:pos[i] + length[i]]`` as Arrow columns.
 
-    Returns ``(map_offsets, key_offsets, key_data, value_offsets, value_data, tag_offsets, tag_data,
-    tag_valid, keys_offsets, token_offsets, token_data)``: the map<string,string> of each record
-    (``message.parse_properties`` of the string decoded with U+FFFD replacement, in the dict's
-    order), its TAGS value (``tag_valid`` uint8 0 where it has none) and its KEYS value split on
-    single spaces with empty tokens dropped (list offsets into the tokens).
+    The columns returned are ``rmqcore._pure.arrowcols.split_properties``'s (its docstring lists them).
     """
     n = len(pos)
     cdef const int64_t[::1] p = _col(pos, n, "pos")

@@ -267,13 +267,7 @@ def encode_batch(
 ):
     """Write a batch (MessageExtBatch) as consecutive records at ``buf[pos:]``, all or nothing.
 
-    Message i gets body ``bodies[i]``, properties ``properties[i]`` (bytes, or a str stored as UTF-8;
-    one with a lone surrogate is an InvalidMessageError), user flag ``flags[i]``
-    (or 0 when ``flags`` is None), queue offset ``queue_offset + i`` and physical offset
-    ``physical_offset + bytes before it``; reconsume times and prepared offset are 0 (as the broker
-    writes batches). ``sizes_out`` (int64 array of at least ``len(bodies)`` or None) receives each
-    record's size. Returns ``(count, total_bytes)``, or ``(0, -total_bytes)`` writing nothing when
-    ``total + 8 > avail`` (a batch never splits across files).
+    The contract (per-message fields, ``sizes_out``, the result) is ``rmqcore._pure.codec.encode_batch``'s.
     """
     cdef _In t, ba, sa
     cdef _Out o
