@@ -111,9 +111,7 @@ def index_header(object buf):
     """The raw header: ``(beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount,
     indexCount)`` exactly as stored (indexCount is not clamped).
 
-    Raises:
-        TypeError: ``buf`` is not a buffer.
-        IndexCorruptError: the buffer is shorter than the 40-byte header.
+    The contract (results, exceptions) is ``rmqcore._pure.indexfile.index_header``'s.
     """
     cdef Py_buffer view
     cdef rmq_index_header h
@@ -134,14 +132,7 @@ def index_put(object buf, long long slot_count, long long max_entries, long long
               long long phy_offset, long long store_timestamp):
     """RocketMQ ``IndexFile.putKey``: add one entry, updating slot and header in ``buf``.
 
-    Returns False, writing nothing, when the file is full (indexCount >= max_entries).
-
-    Raises:
-        TypeError: ``buf`` is not a writable buffer.
-        ConfigError: bad geometry.
-        ValueError: ``key_hash`` outside ``[0, 2**31 - 1]``.
-        OverflowError: an integer outside int64.
-        IndexCorruptError: buffer shorter than the geometry, or indexCount > max_entries.
+    The contract (results, exceptions) is ``rmqcore._pure.indexfile.index_put``'s.
     """
     cdef Py_buffer view
     cdef int r
@@ -173,15 +164,7 @@ def index_put_batch(object buf, long long slot_count, long long max_entries, obj
                     object phy_offsets, object store_timestamps, long long start, long long stop):
     """``index_put`` for items ``[start, stop)`` of three parallel int64 arrays, in order, without the GIL.
 
-    Returns how many were put before the file filled up (``stop - start`` when all fit). Every key hash of
-    the range is checked before anything is written.
-
-    Raises:
-        TypeError: ``buf`` not a writable buffer; an array is a buffer but not 1-D contiguous int64.
-        ConfigError: bad geometry.
-        ValueError: ``[start, stop)`` not inside every array; a key hash outside ``[0, 2**31 - 1]``.
-        OverflowError: an integer outside int64.
-        IndexCorruptError: buffer shorter than the geometry, or indexCount > max_entries.
+    The contract (results, exceptions) is ``rmqcore._pure.indexfile.index_put_batch``'s.
     """
     cdef Py_buffer view, vk, vp, vt
     cdef bint hk = False, hp = False, ht = False
@@ -236,12 +219,7 @@ def index_select(object buf, long long slot_count, long long max_entries, long l
     ``beginTimestamp + timeDiff * 1000`` is in ``[begin, end]``, newest first, at most ``max_num``
     (``<= 0``: none), reading at most ``max_steps`` entries of the chain (walked without the GIL).
 
-    Raises:
-        TypeError: ``buf`` is not a buffer.
-        ConfigError: bad geometry.
-        ValueError: ``key_hash`` outside ``[0, 2**31 - 1]``; ``max_steps < 0``.
-        OverflowError: an integer outside int64.
-        IndexCorruptError: buffer shorter than the geometry, or indexCount > max_entries.
+    The contract (results, exceptions) is ``rmqcore._pure.indexfile.index_select``'s.
     """
     cdef Py_buffer view
     cdef rmq_index_walk w
