@@ -7,13 +7,8 @@ so a lookup that page-faults on a cold mapped page does not stall other threads.
 """
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
-__all__ = [
-    "LARGEST_LOWER_BOUND",
-    "SMALLEST_UPPER_BOUND",
-    "WARM_SECTION_BYTES",
-    "index_search",
-    "index_field",
-]
+# the surface is the reference twin's (tests/test_kernels.py checks that this one has all of it)
+from rmqcore._pure.sparse import __all__
 
 from rmqcore.kafka_layout import LARGEST_LOWER_BOUND, SMALLEST_UPPER_BOUND, WARM_SECTION_BYTES
 
