@@ -105,6 +105,17 @@ def _host_flags(sys_flag: int, born_addr: bytes, store_addr: bytes) -> int:
     return sys_flag
 
 
+def _props_fit(n: int) -> None:
+    if n > MAX_PROPERTIES_LEN:
+        raise PropertiesTooLargeError(f"properties of {n} bytes exceed {MAX_PROPERTIES_LEN}")
+
+
+def _encode_range(buf: Any, pos: int, avail: int) -> None:
+    """``avail`` bytes from ``pos`` must lie inside ``buf`` (the writers' one range check)."""
+    if pos < 0 or avail < 0 or pos + avail > len(buf):
+        raise ValueError("encode range outside the buffer")
+
+
 def encode_record(
     buf: Any,
     pos: int,
@@ -141,10 +152,8 @@ def encode_record(
     tlen = len(topic)
     if tlen == 0 or tlen > (32767 if v2 else 127):
         raise InvalidMessageError(f"topic of {tlen} bytes cannot be encoded as {'V2' if v2 else 'V1'}")
-    if len(properties) > MAX_PROPERTIES_LEN:
-        raise PropertiesTooLargeError(f"properties of {len(properties)} bytes exceed {MAX_PROPERTIES_LEN}")
-    if pos < 0 or avail < 0 or pos + avail > len(buf):
-        raise ValueError("encode range outside the buffer")
+    _props_fit(len(properties))
+    _encode_range(buf, pos, avail)
     size = record_size(len(body), tlen, len(properties), sys_flag, v2)
     if size + BLANK_SIZE > avail:
         return -size
@@ -203,8 +212,7 @@ def encode_batch(
         raise InvalidMessageError("bodies, properties and flags must have the same length")
     if sizes_out is not None and len(sizes_out) < n:
         raise ValueError("sizes_out is shorter than the batch")
-    if pos < 0 or avail < 0 or pos + avail > len(buf):
-        raise ValueError("encode range outside the buffer")
+    _encode_range(buf, pos, avail)
     sys_flag = _host_flags(sys_flag, bytes(born_addr), bytes(store_addr))
     sizes = []
     plist: list[Any] = []  # bytes-like
@@ -218,8 +226,7 @@ def encode_batch(
         ):
             raise TypeError("batch bodies must be bytes-like and properties bytes-like or str")
         plist.append(props)
-        if len(props) > MAX_PROPERTIES_LEN:
-            raise PropertiesTooLargeError(f"properties of {len(props)} bytes exceed {MAX_PROPERTIES_LEN}")
+        _props_fit(len(props))
         sizes.append(record_size(len(body), len(topic), len(props), sys_flag, v2))
     total = sum(sizes)
     if total + BLANK_SIZE > avail:
