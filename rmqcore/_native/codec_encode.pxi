@@ -35,6 +35,16 @@ cdef inline int32_t _sys_flag_out(int64_t sf, int ovf, object sys_flag) except? 
     return <int32_t>sf
 
 
+cdef inline void _point_topic_hosts(rmq_msg *m, const _In *t, const _In *ba, const _In *sa) noexcept:
+    """Point ``m``'s TOPIC, BORNHOST and STOREHOSTADDRESS at the held topic and address buffers."""
+    m.topic = t.ptr
+    m.topic_len = t.len
+    m.born_addr = ba.ptr
+    m.born_addr_len = <int32_t>ba.len
+    m.store_addr = sa.ptr
+    m.store_addr_len = <int32_t>sa.len
+
+
 def encode_record(
     buf,
     pos,
@@ -120,12 +130,7 @@ def encode_record(
             kba = _in_get(&ba, PyBytes_FromStringAndSize(<char *>ba.ptr, ba.len))
         if _overlaps(dst, size, sa.ptr, sa.len):
             ksa = _in_get(&sa, PyBytes_FromStringAndSize(<char *>sa.ptr, sa.len))
-        m.topic = t.ptr
-        m.topic_len = t.len
-        m.born_addr = ba.ptr
-        m.born_addr_len = <int32_t>ba.len
-        m.store_addr = sa.ptr
-        m.store_addr_len = <int32_t>sa.len
+        _point_topic_hosts(&m, &t, &ba, &sa)
         m.body = b.ptr
         m.body_len = b.len
         m.props = pr.ptr
@@ -385,12 +390,7 @@ def encode_batch(
             raise InvalidMessageError(f"physical offset {physical_offset} + {before_last} does not fit a long")
         _need_writable(&o, buf)
 
-        m.topic = t.ptr
-        m.topic_len = t.len
-        m.born_addr = ba.ptr
-        m.born_addr_len = <int32_t>ba.len
-        m.store_addr = sa.ptr
-        m.store_addr_len = <int32_t>sa.len
+        _point_topic_hosts(&m, &t, &ba, &sa)
         m.reconsume_times = 0
         m.prepared_tx_offset = 0
         m.v2 = is_v2
