@@ -159,6 +159,32 @@ RMQ_INLINE void rmq_notify_poke(unsigned char *slot)
         (void)rmq_notify_bump(slot);
 }
 
+/* rmq_notify_poke while `waits` (a count of waits in progress; NULL: always) is nonzero: the
+ * appender's poke of the reput thread, which only a waiting reader needs at once (a store nobody
+ * waits on is dispatched on the reput thread's timed naps, or by a reader for itself). The fence
+ * orders the publisher's end before both loads; a wait counts itself, then pokes the slot itself
+ * (rmq_notify_waits_add and rmq_notify_poke), so a put it missed is dispatched all the same. */
+RMQ_INLINE void rmq_notify_poke_wanted(unsigned char *slot, const uint32_t *waits)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if ((waits == NULL || __atomic_load_n(waits, __ATOMIC_RELAXED) != 0)
+        && __atomic_load_n((const uint32_t *)slot + 1, __ATOMIC_RELAXED) != 0)
+        (void)rmq_notify_bump(slot);
+}
+
+/* Add `delta` (+1 or -1) to a count of waits in progress; it never goes below 0 (a writer's open
+ * resets it, and a wait that began before then leaves after). Returns the new count. */
+RMQ_INLINE uint32_t rmq_notify_waits_add(uint32_t *waits, int delta)
+{
+    uint32_t v = __atomic_load_n(waits, __ATOMIC_RELAXED), n;
+    do {
+        if (delta < 0 && v == 0)
+            return 0;
+        n = delta < 0 ? v - 1u : v + 1u;
+    } while (!__atomic_compare_exchange_n(waits, &v, n, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    return n;
+}
+
 /* A waiter about to look at what the publisher publishes (then maybe wait): flag itself first. */
 RMQ_INLINE void rmq_notify_arm(unsigned char *slot)
 {

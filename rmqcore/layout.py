@@ -238,6 +238,10 @@ def file_name_to_offset(name: str) -> int | None:
 #    32      8  dispatched: CommitLog offset below which every record has its consume-queue units
 #    40      8  CommitLog min offset (retention moves it)
 #    64      8  lifecycle wake slot (seq u32, waiters u32): bumped when state, generation or min change
+#    72      8  the writer's reput wake slot (seq u32, waiters u32): the reput thread naps on it; a put
+#               bumps it while a wait is in progress (the count below), a wait about to sleep too
+#    80      4  waits in progress (u32, any process): each wait adds 1 before it sleeps and takes it
+#               back after; a writer's open sets 0 (followers re-enter their waits: it bumps every slot)
 #  4096  8 * n  wake slot of each queue: (seq u32, waiters u32), queue (topic, id) at slot
 #               (String.hashCode(topic) * 31 + id) mod 2^32 mod n; dispatch bumps seq after the
 #               queue's new units (a unit is published by its size field, stored last)
@@ -251,6 +255,8 @@ NOTIFY_FILE_SIZE = NOTIFY_SLOTS_AT + NOTIFY_SLOTS * NOTIFY_SLOT_SIZE
 NF_MAGIC, NF_VERSION, NF_SLOTS, NF_STATE, NF_GENERATION, NF_PID, NF_DISPATCHED, NF_COMMITLOG_MIN = (
     0, 8, 12, 16, 20, 24, 32, 40)
 NF_LIFECYCLE = 64
+NF_REPUT_WAKE = 72
+NF_WAITS = 80
 NOTIFY_STATE_CLOSED, NOTIFY_STATE_RECOVERING, NOTIFY_STATE_OPEN = 0, 1, 2
 
 # --- consumer offsets committed by followers (rmqcore's own, ``config/consumerOffset.inbox``) -----

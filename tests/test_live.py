@@ -168,7 +168,8 @@ def test_notify_file_waits_spin_only_while_the_recent_waits_were_short(
         spins: list[float] = []
         k = n.k
         monkeypatch.setattr(n, "k", SimpleNamespace(
-            CANCELLED=k.CANCELLED, wait=lambda *a: spins.append(a[-1]) or k.CHANGED))
+            CANCELLED=k.CANCELLED, waits_add=k.waits_add, poke=k.poke,
+            wait=lambda *a: spins.append(a[-1]) or k.CHANGED))
         slot = n.slot("T", 0)
         n.wait(slot, 0, 1.0)
         assert spins == [0.0]  # off by default
@@ -222,6 +223,54 @@ def test_dispatch_bumps_the_wake_slot_of_each_queue_that_got_units_and_no_other(
         assert cq is not None
         mf = cq.queue.files[0]
         assert impl.notify.units_end(mf.mm, 0, mf.file_size) == 40  # both units published by their sizes
+
+
+def test_poke_bumps_only_a_flagged_slot_and_waits_add_counts_down_to_zero_at_most(
+        impl: SimpleNamespace) -> None:
+    k = impl.notify
+    buf = mmap.mmap(-1, 4096)
+    k.poke(buf, 64)
+    assert k.seq(buf, 64) == 0  # nobody flagged: no bump
+    assert k.wait(buf, 64, 0, 0.001) == k.TIMEOUT  # flags itself
+    k.poke(buf, 64)
+    assert (k.seq(buf, 64), k.load32(buf, 68)) == (1, 0)
+    assert [k.waits_add(buf, 80, d) for d in (1, 1, -1, -1, -1, 1)] == [1, 2, 1, 0, 0, 1]
+    for bad in (0, 2, -2):
+        with pytest.raises(ValueError):
+            k.waits_add(buf, 80, bad)
+    with pytest.raises(ValueError):
+        k.waits_add(buf, 82, 1)
+    with pytest.raises(ValueError):
+        k.poke(bytes(16), 0)
+
+
+def test_a_put_wakes_the_reput_thread_only_while_a_reader_waits(tmp_path: Path, impl: SimpleNamespace) -> None:
+    """Nobody waiting, a put wakes no thread (the reput thread dispatches on its timed naps, a reader
+    that wants its writes dispatches them itself); a wait in progress, in this or another process,
+    is counted in the notify file, and then each put wakes the reput thread at once."""
+    with _store(tmp_path, impl, dispatch="auto") as s:
+        n = s._notify
+        assert n is not None
+        k, mm = n.k, n.mm
+        s.put("T", b"first", 0)
+        s.wait_dispatched()
+        _until(lambda: _flagged(k, mm, L.NF_REPUT_WAKE))  # the reput thread naps on its slot
+        before = k.seq(mm, L.NF_REPUT_WAKE)
+        for i in range(50):
+            s.put("T", b"m%d" % i, 0)
+            time.sleep(0.0005)
+        assert k.load32(mm, L.NF_WAITS) == 0
+        assert k.seq(mm, L.NF_REPUT_WAKE) == before  # 50 puts, no wake-up
+        s.wait_dispatched()
+        t, out = _in_thread(lambda: s.get_messages("g", "T", 0, 51, wait=60.0))
+        _until(lambda: k.load32(mm, L.NF_WAITS) == 1)  # counted, in the shared file
+        _until(lambda: _flagged(k, mm, L.NF_REPUT_WAKE))
+        before = k.seq(mm, L.NF_REPUT_WAKE)
+        s.put("T", b"wanted", 0)
+        t.join(60)
+        assert k.seq(mm, L.NF_REPUT_WAKE) > before  # this put woke the reput thread
+        assert [m.body for m in out["result"].messages] == [b"wanted"]
+        assert k.load32(mm, L.NF_WAITS) == 0  # the wait took its count back
 
 
 def test_the_notify_file_says_what_the_writer_is_doing(tmp_path: Path, impl: SimpleNamespace) -> None:

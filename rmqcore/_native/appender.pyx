@@ -43,7 +43,8 @@ cdef extern from "rmq_endian.h" nogil:
 
 cdef extern from "rmq_notify.h" nogil:
     # after a new end is published: wake the reput thread if it flagged itself asleep on ``slot``
-    void rmq_notify_poke(unsigned char *slot)
+    # and a reader waits (``waits`` nonzero; NULL: always)
+    void rmq_notify_poke_wanted(unsigned char *slot, const uint32_t *waits)
 
 cdef extern from *:
     """
@@ -215,6 +216,16 @@ DEF DENSE_QUEUES = 4096
 
 
 @cython.final
+cdef int _u32_words(object obj, Py_buffer *v, Py_ssize_t n, int flags, str what) except -1:
+    """Export ``obj`` into ``v`` (released by the caller) as ``n`` aligned uint32 words, or raise
+    ValueError(``what``)."""
+    PyObject_GetBuffer(obj, v, flags | PyBUF_FORMAT)
+    if v.len != 4 * n or v.itemsize != 4 or v.format == NULL or v.format[0] not in b"IL" or (<size_t>v.buf) % 4:
+        PyBuffer_Release(v)
+        raise ValueError(what)
+    return 0
+
+
 cdef class _Queues:
     """Next queue offset of each queue id of one topic: ids below 4096 in a growable C array (-1 =
     never set), larger ones (RocketMQ topics have a few queues, but any int32 id is valid) in a
@@ -298,6 +309,8 @@ cdef class Appender:
     cdef int64_t _gil_seen
     cdef Py_buffer _wake_view  # held while _wake points into it
     cdef unsigned char *_wake
+    cdef Py_buffer _waits_view  # held while _waits points into it
+    cdef const uint32_t *_waits
     cdef readonly object hints  # int64[HINT_CAPACITY, HINT_FIELDS], read-only to Python
     cdef readonly object hint_head  # int64[1]: hints written
     cdef int64_t *_ring
@@ -311,6 +324,7 @@ cdef class Appender:
         self._has_view = False
         self._gil_req = NULL
         self._wake = NULL
+        self._waits = NULL
         if pthread_mutex_init(&self._mutex, NULL) != 0:
             raise MemoryError()
         self._mutex_ok = True
@@ -350,9 +364,7 @@ cdef class Appender:
         if self._gil_req != NULL:
             self._gil_req = NULL
             PyBuffer_Release(&self._gil_view)
-        if self._wake != NULL:
-            self._wake = NULL
-            PyBuffer_Release(&self._wake_view)
+        self._drop_wake()
 
     # -- lock ---------------------------------------------------------------------------------------
     cdef inline void _acquire(self) noexcept:
@@ -373,15 +385,7 @@ cdef class Appender:
 
     # -- handing the GIL to the dispatch thread -----------------------------------------------------
     def set_gil_request(self, request):
-        """Share ``request`` (int64[1], or None) with a thread that dispatches without the GIL
-        (the reput thread). It writes a new nonzero number there when it leaves its nogil run and
-        needs the GIL, and 0 once it holds the GIL. A put that sees a number it has not yet seen
-        lets the GIL go and waits (up to 2 ms, should that thread not come) until that number
-        changes, then takes the GIL back as usual.
-
-        Why: a thread that wants the GIL back from a thread running Python code waits for the
-        switch interval (5 ms), and a dispatch thread needs it a few times per step. Under a
-        put loop it spent about half its time waiting, and dispatch fell behind the puts."""
+        """See the pure twin (and why it is there)."""
         cdef Py_buffer view
         if request is not None:
             PyObject_GetBuffer(request, &view, PyBUF_WRITABLE | PyBUF_FORMAT)
@@ -398,21 +402,34 @@ cdef class Appender:
             self._gil_req = <const int64_t *>view.buf
             self._gil_obj = request
 
-    def set_wake(self, wake):
+    def set_wake(self, wake, waits=None):
         """See the pure twin."""
-        cdef Py_buffer view
+        cdef Py_buffer view, wview
+        if wake is None and waits is not None:
+            raise ValueError("waits without a wake slot")
         if wake is not None:
-            PyObject_GetBuffer(wake, &view, PyBUF_WRITABLE | PyBUF_FORMAT)
-            if view.len != 8 or view.itemsize != 4 or view.format == NULL or view.format[0] not in b"IL" \
-                    or (<size_t>view.buf) % 4 != 0:
+            _u32_words(wake, &view, 2, PyBUF_WRITABLE, "wake must be a writable uint32[2]")
+        if waits is not None:
+            try:
+                _u32_words(waits, &wview, 1, 0, "waits must be a uint32[1]")
+            except BaseException:
                 PyBuffer_Release(&view)
-                raise ValueError("wake must be a writable uint32[2]")
-        if self._wake != NULL:
-            self._wake = NULL
-            PyBuffer_Release(&self._wake_view)
+                raise
+        self._drop_wake()
         if wake is not None:
             self._wake_view = view
             self._wake = <unsigned char *>view.buf
+        if waits is not None:
+            self._waits_view = wview
+            self._waits = <const uint32_t *>wview.buf
+
+    cdef void _drop_wake(self) noexcept:
+        if self._waits != NULL:
+            self._waits = NULL
+            PyBuffer_Release(&self._waits_view)
+        if self._wake != NULL:
+            self._wake = NULL
+            PyBuffer_Release(&self._wake_view)
 
     cdef inline void _yield_gil(self) noexcept:
         # the pointer and the array it points into are taken while the GIL is held: another thread
@@ -692,7 +709,7 @@ cdef class Appender:
                     rmq_publish_i64(self._hint_head, self._nhints)
                 rmq_publish_i64(self._live, self._from + self._pos)
                 if self._wake != NULL:
-                    rmq_notify_poke(self._wake)
+                    rmq_notify_poke_wanted(self._wake, self._waits)
                 if qt is not None:
                     qt.put(m.queue_id, qoff + 1)
                 r = AppendResult.__new__(AppendResult)
@@ -751,7 +768,7 @@ cdef class Appender:
             self._set_wrote(mf, self._pos)
             rmq_publish_i64(self._live, self._from + self._pos)
             if self._wake != NULL:
-                rmq_notify_poke(self._wake)
+                rmq_notify_poke_wanted(self._wake, self._waits)
             qt.put(queue_id, qoff + cnt)
             return BatchAppendResult(self._from + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)
         finally:

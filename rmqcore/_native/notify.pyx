@@ -7,7 +7,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uintptr_t
 
 __all__ = [
     "TIMEOUT", "CHANGED", "CANCELLED", "UNIT_SIZE", "publish_units", "units_end", "seq", "bump", "wake", "wait",
-    "load64", "store64", "load32", "store32",
+    "poke", "waits_add", "load64", "store64", "load32", "store32",
 ]
 
 cdef extern from "rmq_notify.h" nogil:
@@ -18,6 +18,8 @@ cdef extern from "rmq_notify.h" nogil:
     int32_t rmq_cq_unit_size(const unsigned char *u)
     uint32_t rmq_notify_seq(const unsigned char *slot)
     uint32_t rmq_notify_bump(unsigned char *slot)
+    void rmq_notify_poke(unsigned char *slot)
+    uint32_t rmq_notify_waits_add(uint32_t *waits, int delta)
     void rmq_futex_wake_all(uint32_t *word)
     int rmq_notify_wait_spin(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel,
                              int flag, int64_t slice_ns, int64_t spin_ns)
@@ -100,7 +102,7 @@ def units_end(buf, Py_ssize_t pos, Py_ssize_t stop):
 
 # -- header words (host byte order) and wake slots: one word, checked once --------------------------------
 cdef enum _Op:
-    _LOAD32, _LOAD64, _STORE32, _STORE64, _SEQ, _BUMP, _WAKE
+    _LOAD32, _LOAD64, _STORE32, _STORE64, _SEQ, _BUMP, _WAKE, _POKE, _WAITS_ADD
 
 
 cdef object _on_word(object buf, Py_ssize_t pos, _Op op, int64_t value=0):
@@ -108,8 +110,8 @@ cdef object _on_word(object buf, Py_ssize_t pos, _Op op, int64_t value=0):
     cdef Py_buffer v
     cdef int64_t r = 0
     cdef char *p
-    _word(buf, &v, pos, 8 if op in (_LOAD64, _STORE64, _BUMP) else 4, 8 if op in (_LOAD64, _STORE64) else 4,
-          op in (_STORE32, _STORE64, _BUMP))
+    _word(buf, &v, pos, 8 if op in (_LOAD64, _STORE64, _BUMP, _POKE) else 4,
+          8 if op in (_LOAD64, _STORE64) else 4, op in (_STORE32, _STORE64, _BUMP, _POKE, _WAITS_ADD))
     try:
         p = <char *>v.buf + pos
         if op == _LOAD32:
@@ -127,6 +129,12 @@ cdef object _on_word(object buf, Py_ssize_t pos, _Op op, int64_t value=0):
         elif op == _BUMP:
             with nogil:
                 r = rmq_notify_bump(<unsigned char *>p)
+        elif op == _POKE:
+            with nogil:
+                rmq_notify_poke(<unsigned char *>p)
+            return None
+        elif op == _WAITS_ADD:
+            r = rmq_notify_waits_add(<uint32_t *>p, -1 if value < 0 else 1)
         else:
             with nogil:
                 rmq_futex_wake_all(<uint32_t *>p)
@@ -169,6 +177,18 @@ def bump(buf, Py_ssize_t pos):
 def wake(buf, Py_ssize_t pos):
     """See the pure twin."""
     _on_word(buf, pos, _WAKE)
+
+
+def poke(buf, Py_ssize_t pos):
+    """See the pure twin."""
+    _on_word(buf, pos, _POKE)
+
+
+def waits_add(buf, Py_ssize_t pos, int delta):
+    """See the pure twin."""
+    if delta not in (1, -1):
+        raise ValueError(f"delta {delta}: +1 or -1")
+    return _on_word(buf, pos, _WAITS_ADD, delta)
 
 
 def wait(buf, Py_ssize_t pos, expected, double timeout, cancel=None, bint flag=True, double slice_s=0.0,

@@ -205,6 +205,7 @@ class Appender:
         self._gil_req: Any = None
         self._gil_seen = 0
         self._wake: Any = None  # set_wake
+        self._waits: Any = None
         # dispatch hints (csrc/rmq_hints.h): what a put knows of its record, for the reput thread
         self._ring = np.full((HINT_CAPACITY, HINT_FIELDS), -1, dtype=np.int64)
         self._hints = self._ring.view()
@@ -239,7 +240,11 @@ class Appender:
         """Share ``request`` (int64[1], or None) with a thread that dispatches without the GIL.
         It holds a new nonzero number while that thread needs the GIL, 0 otherwise; a put that sees
         a number it has not seen yet lets the GIL go until the number changes (at most 2 ms).
-        (This twin lets it go by sleeping; the native one waits without it.)"""
+        (This twin lets it go by sleeping; the native one waits without it.)
+
+        Why: a thread that wants the GIL back from a thread running Python code waits for the
+        switch interval (5 ms), and a dispatch thread needs it a few times per step. Under a put
+        loop it spent about half its time waiting, and dispatch fell behind the puts."""
         if request is not None:
             a = np.asarray(request)
             if a.dtype.itemsize != 8 or a.size < 1 or not a.flags.writeable:
@@ -247,19 +252,28 @@ class Appender:
         self._gil_req = request
         self._gil_seen = 0
 
-    def set_wake(self, wake: Any) -> None:
+    def set_wake(self, wake: Any, waits: Any = None) -> None:
         """Share a wake slot (``notify``: uint32 ``seq``, ``waiters``; or None) with the thread that
         follows this appender's published end (the reput thread): when it has flagged itself asleep
-        there, a put that publishes a new end bumps the slot and wakes it (csrc/rmq_notify.h)."""
+        there, a put that publishes a new end bumps the slot and wakes it (csrc/rmq_notify.h) -- only
+        while ``waits`` (uint32[1]: the waits in progress on the store, the notify file's count;
+        None: always) is nonzero. Nobody waiting, the reput thread dispatches on its timed naps and
+        a reader that wants its own writes dispatches them itself: a put wakes no thread."""
+        if wake is None and waits is not None:
+            raise ValueError("waits without a wake slot")
         if wake is not None:
             a = np.asarray(wake)
             if a.dtype != np.uint32 or a.shape != (2,) or not a.flags.writeable or not a.flags.c_contiguous:
                 raise ValueError("wake must be a writable uint32[2]")
-        self._wake = wake
+        if waits is not None:
+            a = np.asarray(waits)
+            if a.dtype != np.uint32 or a.shape != (1,):
+                raise ValueError("waits must be a uint32[1]")
+        self._wake, self._waits = wake, waits
 
     def _woken(self) -> None:
         w = self._wake
-        if w is not None and w[1]:
+        if w is not None and (self._waits is None or self._waits[0]) and w[1]:
             _notify.bump(w, 0)
 
     def _yield_gil(self) -> None:

@@ -39,7 +39,7 @@ from ..layout import CQ_UNIT_FIELDS, CQ_UNIT_SIZE
 
 __all__ = [
     "TIMEOUT", "CHANGED", "CANCELLED", "UNIT_SIZE", "publish_units", "units_end", "seq", "bump", "wake",
-    "wait",
+    "wait", "poke", "waits_add",
     "load64", "store64", "load32", "store32",
 ]
 
@@ -167,6 +167,27 @@ def bump(buf: Any, pos: int) -> int:
         if _syscall is not None:
             _futex(buf, pos, _FUTEX_WAKE, 0x7FFFFFFF, None)
     return int(v)
+
+
+def poke(buf: Any, pos: int) -> None:
+    """``bump`` the slot at ``pos`` only if a waiter flagged itself there (a publisher's cheap look)."""
+    mv = _view(buf, pos, 8, True)
+    if _U32.unpack_from(mv, pos + 4)[0] != 0:
+        bump(buf, pos)
+
+
+def waits_add(buf: Any, pos: int, delta: int) -> int:
+    """Add ``delta`` (+1 or -1) to the count of waits in progress at ``pos`` (a uint32 word), never
+    below 0; returns the new count. The native twin's add is atomic across processes; this twin's
+    is a load and a store (two processes entering at once may count one wait: the writer's puts
+    then wake its reput thread late, within its nap, until the next wait counts itself again)."""
+    if delta not in (1, -1):
+        raise ValueError(f"delta {delta}: +1 or -1")
+    mv = _view(buf, pos, 4, True)
+    v = _U32.unpack_from(mv, pos)[0]
+    n = max(0, v + delta) & 0xFFFFFFFF
+    _U32.pack_into(mv, pos, n)
+    return int(n)
 
 
 def wake(buf: Any, pos: int) -> None:

@@ -138,6 +138,7 @@ class NotifyFile:
         k.store32(mm, L.NF_STATE, L.NOTIFY_STATE_RECOVERING)
         k.store32(mm, L.NF_GENERATION, (k.load32(mm, L.NF_GENERATION) + 1) & 0xFFFFFFFF)
         k.store64(mm, L.NF_PID, os.getpid())
+        k.store32(mm, L.NF_WAITS, 0)  # counts left by followers that died waiting go
         self._bump_all()
 
     def opened(self, dispatched: int, commitlog_min: int) -> None:
@@ -147,6 +148,19 @@ class NotifyFile:
         k.store64(mm, L.NF_COMMITLOG_MIN, commitlog_min)
         k.store32(mm, L.NF_STATE, L.NOTIFY_STATE_OPEN)
         self._bump_all()
+
+    def reput_wake(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """The reput thread's wake slot (uint32[2]) and the count of waits in progress (uint32[1]),
+        as arrays over this map for ``Appender.set_wake`` and ``Dispatcher.set_wake``: a waiter in any
+        process can wake the reput thread, and a put wakes it only while someone waits. The caller
+        lets go of both before ``close``."""
+        slot = np.frombuffer(self.mm, dtype=np.uint32, count=2, offset=L.NF_REPUT_WAKE)
+        waits = np.frombuffer(self.mm, dtype=np.uint32, count=1, offset=L.NF_WAITS)
+        return slot, waits
+
+    def wake_reput(self) -> None:
+        """End the reput thread's nap on its wake slot (the store's close)."""
+        self.k.bump(self.mm, L.NF_REPUT_WAKE)
 
     def publish_dispatched(self, offset: int) -> None:
         self.k.store64(self.mm, L.NF_DISPATCHED, offset)
@@ -183,11 +197,18 @@ class NotifyFile:
             self._waiting[pos] += 1
         spin = self.wait_spin
         t = time.monotonic() if spin else 0.0
+        k, mm, counted = self.k, self.mm, False
         try:
-            r = self.k.wait(self.mm, pos, token, timeout, self._cancel, self.writable,
+            if self.writable:  # while counted, each put wakes the writer's reput thread (layout.NF_WAITS) ...
+                k.waits_add(mm, L.NF_WAITS, 1)
+                counted = True
+                k.poke(mm, L.NF_REPUT_WAKE)  # ... and so does this wait, for a put made before it counted
+            r = k.wait(mm, pos, token, timeout, self._cancel, self.writable,
                             0.0 if self.writable else _READ_ONLY_SLICE,
                             spin if self._waited <= spin else 0.0)  # recent waits were long: no spin
         finally:
+            if counted:
+                k.waits_add(mm, L.NF_WAITS, -1)
             if spin:  # a moving average of the waits (capped), which says whether the next one spins
                 self._waited += (min(time.monotonic() - t, 4 * spin) - self._waited) / 8
             with self._lock:

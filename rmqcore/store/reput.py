@@ -1,8 +1,9 @@
 """The reput thread (RocketMQ's ReputMessageService): dispatch what the writer puts, as it is put.
 
-``ReputService`` owns the thread, its stop event, its wake-up pipe and the wake slot every put pokes
-while the thread naps, and the error it keeps while a full disk (or no free descriptor) holds
-dispatch up. What one step dispatches is the store's business: the service is given ``step()``
+``ReputService`` owns the thread, its stop event, its wake-up pipe and the wake slot it naps on (in
+the notify file: a put pokes it while a reader in any process waits, and so does a wait about to
+sleep; nobody waiting, the thread dispatches on its timed naps and puts wake no thread), and the
+error it keeps while a full disk (or no free descriptor) holds dispatch up. What one step dispatches is the store's business: the service is given ``step()``
 (dispatch a bounded step, following the writer: the GIL hand-off of ``Dispatcher.set_signals``),
 ``pending()`` (is there anything to dispatch) and ``wanting()`` (a context in which a napping run
 returns at once), as the flush services are given their callables.
@@ -13,11 +14,14 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import DiskFullError, RmqError, StoreClosedError, TooManyOpenFilesError, full_disk_is_error
+
+if TYPE_CHECKING:
+    from ..live.notifyfile import NotifyFile
 
 __all__ = ["ReputService"]
 
@@ -28,12 +32,12 @@ _LIVE_IDLE_NS = 4_000_000  # ... for this long at most, then returns
 class ReputService:
     """The reput thread of one store (see the module). ``start`` once; ``stop`` once, at close."""
 
-    def __init__(self, dispatcher: Any, appender: Any, notify_kernel: Any, gil_request: Any, lock_wanted: Any,
+    def __init__(self, dispatcher: Any, appender: Any, notify: NotifyFile, gil_request: Any, lock_wanted: Any,
                  step: Callable[[], int], pending: Callable[[], bool],
                  wanting: Callable[[], contextlib.AbstractContextManager[None]]) -> None:
         self._dispatcher = dispatcher
         self._appender = appender
-        self._notify = notify_kernel
+        self._notify = notify
         self._step = step
         self._pending = pending
         self._wanting = wanting
@@ -47,10 +51,11 @@ class ReputService:
         self._wake: tuple[int, int] | None = None
         with full_disk_is_error("the reput thread's wake-up pipe"):
             self._wake = os.pipe()  # close writes a byte: the reput thread's nap ends at once
-        # ... and pokes this slot, which every put pokes too while the reput thread naps on it:
-        # it dispatches (and live consumers wake) as soon as a put is published
-        self.wake_slot = np.zeros(2, dtype=np.uint32)
-        appender.set_wake(self.wake_slot)
+        # ... and pokes this slot, which a put pokes too while the reput thread naps on it and a
+        # reader waits: it dispatches (and the reader wakes) as soon as the put is published
+        self.wake_slot: np.ndarray[Any, Any] | None
+        self.wake_slot, waits = notify.reput_wake()
+        appender.set_wake(self.wake_slot, waits)
         dispatcher.set_wake(self.wake_slot)
         self.thread = threading.Thread(target=self._loop, name="rmqcore-reput", daemon=True)
 
@@ -102,7 +107,7 @@ class ReputService:
             with self._wanting():  # a live run's nap for the writer ends now
                 if self._wake is not None:
                     os.write(self._wake[1], b"\0")  # and a nap between runs (up to 16 ms)
-                    self._notify.bump(self.wake_slot, 0)
+                    self._notify.wake_reput()
                 if self.thread.ident is not None:
                     self.thread.join()
         finally:
@@ -114,3 +119,4 @@ class ReputService:
         self._appender.set_wake(None)
         self._dispatcher.set_signals(None, None)
         self._dispatcher.set_wake(None)
+        self.wake_slot = None  # nothing exports the notify file's map any more

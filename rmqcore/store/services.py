@@ -12,7 +12,6 @@ import contextlib
 import threading
 from typing import TYPE_CHECKING
 
-from .. import _impl
 from ..flush import AsyncFlushService, GroupCommitService
 from ..warmahead import Region, WarmAhead
 from .pull import store_time_in
@@ -60,9 +59,9 @@ class StoreServices:
         s = self._store
         cfg, d = s.config, s._dispatch
         if cfg.dispatch != "inline":
+            assert s._notify is not None  # a writer's: opened before recovery
             self.reput = ReputService(
-                d.dispatcher, s.commitlog._appender, _impl.kernel("notify", s.impl), d.gil_request,
-                d.lock_wanted,
+                d.dispatcher, s.commitlog._appender, s._notify, d.gil_request, d.lock_wanted,
                 lambda: d.run(d.reput_from_offset + _REPUT_STEP, True),
                 lambda: d.reput_from_offset < s.commitlog.max_offset, d.wanting)
             self.reput.start()
