@@ -145,6 +145,8 @@ class Dispatch:
         """``MessageStore.wait_dispatched``: poll until dispatch has caught up, or ``timeout`` passed."""
         s = self._store
         deadline = time.monotonic() + timeout
+        if self.lag > 0 and s._notify is not None:  # a waiter: the reput thread's nap ends now
+            s._notify.wake_reput()
         while self.lag > 0:
             reput = s._services.reput
             if reput is not None and reput.error is not None:
