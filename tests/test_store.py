@@ -190,9 +190,9 @@ def test_read_only_open_never_changes_a_file_even_when_recovery_would_cut(tmp_pa
 def test_reput_steps_that_cut_records_are_not_errors(tmp_path: Path, impl, monkeypatch, mode: str) -> None:
     """The reput thread dispatches in bounded steps, following the writer; a step ending inside a
     record leaves it to the next step (it is not a torn record), and the thread keeps up."""
-    import rmqcore.store.services as store_mod
+    import rmqcore.store.dispatch as dispatch_mod
 
-    monkeypatch.setattr(store_mod, "_REPUT_STEP", 1000)  # every step cuts a record
+    monkeypatch.setattr(dispatch_mod, "REPUT_STEP", 1000)  # every step cuts a record
     s = MessageStore(tmp_path, impl=impl.name, dispatch=mode, **GEOM)
     try:
         for i in range(300):

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["apply_batch", "general_tags", "Dispatch"]
 
+REPUT_STEP = 32 * 1024 * 1024  # CommitLog bytes the reput thread dispatches per step
+
 
 def general_tags(codec: Any, buf: Any, limit: int, file_from: int, positions: Any, flags: Any, tags: Any) -> None:
     """Set ``tags[i]`` for the records whose dispatch flags (``D_FLAGS``) say the kernel could not
@@ -113,6 +115,10 @@ class Dispatch:
             raise StoreClosedError(f"the store {s.store_dir} is closed")
         if self.read_your_writes and self.reput_from_offset < s.commitlog.max_offset:
             self.run(None, False)
+
+    def step(self) -> int:
+        """The reput thread's step: a live run of at most ``REPUT_STEP`` CommitLog bytes."""
+        return self.run(self.reput_from_offset + REPUT_STEP, True)
 
     def run(self, limit: int | None, live: bool) -> int:
         """Dispatch up to ``limit`` (the end: None); returns the number of records. With ``live`` (the

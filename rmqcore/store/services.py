@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = ["StoreServices"]
 
-_REPUT_STEP = 32 * 1024 * 1024  # CommitLog bytes the reput thread dispatches per step
 _LOGICS_WARM_CHUNK = 512 * 1024  # consume-queue / index bytes the warm-ahead thread populates per call
 
 
@@ -60,10 +59,7 @@ class StoreServices:
         cfg, d = s.config, s._dispatch
         if cfg.dispatch != "inline":
             assert s._notify is not None  # a writer's: opened before recovery
-            self.reput = ReputService(
-                d.dispatcher, s.commitlog._appender, s._notify, d.gil_request, d.lock_wanted,
-                lambda: d.run(d.reput_from_offset + _REPUT_STEP, True),
-                lambda: d.reput_from_offset < s.commitlog.max_offset, d.wanting)
+            self.reput = ReputService(d, s.commitlog._appender, s._notify)
             self.reput.start()
         if cfg.logics_warm_ahead > 0:
             self.logics_warmer = WarmAhead(self._warm_regions, _LOGICS_WARM_CHUNK,
