@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import shutil
 import struct
 import sys
@@ -77,11 +78,22 @@ def _fine_timer_slack() -> None:
         pass
 
 
+def _pin(cpu: int | None) -> set[int] | None:
+    """Linux: run this thread (and the threads it starts) on ``cpu`` only; returns the CPUs it had."""
+    if cpu is None or not hasattr(os, "sched_setaffinity"):
+        return None
+    had = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    return had
+
+
 # -- latency across processes -------------------------------------------------------------------------
-def _follower_latency(path: str, n: int, ready: Any, out: Any, impl: str | None, spin: float | None) -> None:
+def _follower_latency(path: str, n: int, ready: Any, out: Any, impl: str | None, spin: float | None,
+                      cpu: int | None = None) -> None:
     from rmqcore.live import NotifyFile
     from rmqcore.store import MessageStore
 
+    _pin(cpu)
     if spin is not None:
         NotifyFile.wait_spin = spin
 
@@ -111,12 +123,13 @@ def _follower_latency(path: str, n: int, ready: Any, out: Any, impl: str | None,
 
 
 def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "auto",
-            spin: float | None = None) -> dict[str, Any]:
+            spin: float | None = None, pin: bool = False) -> dict[str, Any]:
     from rmqcore.live import NotifyFile
     from rmqcore.store import MessageStore
 
     ctx = mp.get_context("spawn")
     d = tempfile.mkdtemp(prefix="rmqbench-live-")
+    had = _pin(0 if pin else None)  # the writer (and its reput thread) on CPU 0, the follower on CPU 1
     try:
         w = MessageStore(d, impl=impl, dispatch=writer, **_store_kwargs())
         w.put(TOPIC, _TS.pack(time.monotonic_ns()) + BODY_PAD, 0)  # the queue exists before the follower
@@ -124,7 +137,7 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
         w.warm_up()
         n = int(rate * seconds)
         ready, out = ctx.Event(), ctx.Queue()
-        p = ctx.Process(target=_follower_latency, args=(d, n + 1, ready, out, impl, spin))
+        p = ctx.Process(target=_follower_latency, args=(d, n + 1, ready, out, impl, spin, 1 if pin else None))
         p.start()
         ready.wait(60)
         time.sleep(0.3)
@@ -155,8 +168,10 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
         return {"rate": rate, "writer": writer, "wait_spin_us": round((NotifyFile.wait_spin if spin is None
                                                                        else spin) * 1e6),
                 "achieved_rate": round(n / sent_s), **_pcts(lat), "follower_cpu": round(cpu, 2),
-                "load": _load()}
+                "pinned": pin, "load": _load()}
     finally:
+        if had is not None:
+            os.sched_setaffinity(0, had)
         shutil.rmtree(d, ignore_errors=True)
 
 
@@ -272,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wait-spin", type=float, default=None, metavar="US",
                     help="latency: the follower's NotifyFile.wait_spin in microseconds (0: sleep at once; "
                          "default: the library's)")
+    ap.add_argument("--pin", action="store_true",
+                    help="latency: the writer process on CPU 0, the follower on CPU 1 (Linux)")
     ap.add_argument("--json", action="store_true", help="one JSON object per result")
     args = ap.parse_args(argv)
     for what in args.what:  # (choices= rejects the default of a nargs="*" positional)
@@ -281,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         for what in args.what or CASES:
             if what == "latency":
                 results = [("latency", latency(int(r), args.seconds, args.impl, args.writer_dispatch,
-                                               None if args.wait_spin is None else args.wait_spin / 1e6))
+                                               None if args.wait_spin is None else args.wait_spin / 1e6,
+                                               args.pin))
                            for r in args.rates.split(",")]
             elif what == "throughput":
                 results = [("throughput", throughput(args.seconds, impl=args.impl))]

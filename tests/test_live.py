@@ -244,7 +244,8 @@ def test_poke_bumps_only_a_flagged_slot_and_waits_add_counts_down_to_zero_at_mos
         k.poke(bytes(16), 0)
 
 
-def test_a_put_wakes_the_reput_thread_only_while_a_reader_waits(tmp_path: Path, impl: SimpleNamespace) -> None:
+def test_a_put_wakes_the_reput_thread_only_while_a_reader_waits(tmp_path: Path,
+                                                                 impl: SimpleNamespace) -> None:
     """Nobody waiting, a put wakes no thread (the reput thread dispatches on its timed naps, a reader
     that wants its writes dispatches them itself); a wait in progress, in this or another process,
     is counted in the notify file, and then each put wakes the reput thread at once."""

@@ -204,8 +204,8 @@ class NotifyFile:
                 counted = True
                 k.poke(mm, L.NF_REPUT_WAKE)  # ... and so does this wait, for a put made before it counted
             r = k.wait(mm, pos, token, timeout, self._cancel, self.writable,
-                            0.0 if self.writable else _READ_ONLY_SLICE,
-                            spin if self._waited <= spin else 0.0)  # recent waits were long: no spin
+                       0.0 if self.writable else _READ_ONLY_SLICE,
+                       spin if self._waited <= spin else 0.0)  # recent waits were long: no spin
         finally:
             if counted:
                 k.waits_add(mm, L.NF_WAITS, -1)
