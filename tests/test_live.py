@@ -274,6 +274,21 @@ def test_a_put_wakes_the_reput_thread_only_while_a_reader_waits(tmp_path: Path,
         assert k.load32(mm, L.NF_WAITS) == 0  # the wait took its count back
 
 
+def test_wanting_the_dispatch_lock_ends_the_reput_threads_nap_at_once(tmp_path: Path,
+                                                                      impl: SimpleNamespace) -> None:
+    """A reader that wants the dispatch lock (its pull dispatches for itself) while the reput thread
+    holds it in a live run, napping for the writer on its wake slot, bumps that slot: the run looks at
+    ``lock_wanted`` now instead of at the end of its nap (in-process ``wait=`` pulls woken mid-run)."""
+    with _store(tmp_path, impl, dispatch="auto") as s:
+        n = s._notify
+        assert n is not None
+        before = n.k.seq(n.mm, L.NF_REPUT_WAKE)
+        with s._dispatch.wanting():
+            assert s._dispatch.lock_wanted[0] == 1
+            assert n.k.seq(n.mm, L.NF_REPUT_WAKE) != before
+        assert s._dispatch.lock_wanted[0] == 0
+
+
 def test_the_notify_file_says_what_the_writer_is_doing(tmp_path: Path, impl: SimpleNamespace) -> None:
     s = _store(tmp_path, impl)
     n = live.NotifyFile.for_follower(tmp_path)

@@ -166,10 +166,14 @@ class Dispatch:
 
     @contextlib.contextmanager
     def wanting(self) -> Iterator[None]:
-        """Counted in ``lock_wanted`` meanwhile: a live run napping for the writer returns instead of
-        napping on, and the reput thread's nap between runs is skipped."""
+        """Counted in ``lock_wanted`` meanwhile: a live run napping for the writer returns at once
+        instead of napping on (the reput wake slot it naps on is bumped), and the reput thread's nap
+        between runs is skipped."""
         with self._wanted_mutex:
             self.lock_wanted[0] += 1
+        notify = self._store._notify
+        if notify is not None:  # a live run naps on the reput wake slot: it looks at lock_wanted now
+            notify.wake_reput()
         try:
             yield
         finally:

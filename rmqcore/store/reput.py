@@ -30,7 +30,7 @@ class ReputService:
     """The reput thread of one store (see the module). ``start`` once; ``stop`` once, at close."""
 
     def __init__(self, dispatch: Dispatch, appender: Any, notify: NotifyFile) -> None:
-        self._dispatch, self._appender, self._notify = dispatch, appender, notify
+        self._dispatch, self._appender = dispatch, appender
         self.error: RmqError | None = None  # kept while dispatch waits out a full disk; None once it goes on
         self._stop = threading.Event()
         d = dispatch.dispatcher
@@ -91,8 +91,7 @@ class ReputService:
     def stop(self) -> None:
         """End the thread after its run (a nap ends at once) and let go of the signals and the slot."""
         self._stop.set()
-        with self._dispatch.wanting():  # a live run's nap for the writer ends now
-            self._notify.wake_reput()  # and a nap between runs (up to 16 ms)
+        with self._dispatch.wanting():  # a live run's nap for the writer ends now, and a nap between runs
             if self.thread.ident is not None:
                 self.thread.join()
         d = self._dispatch.dispatcher
