@@ -150,20 +150,13 @@ RMQ_INLINE uint32_t rmq_notify_bump(unsigned char *slot)
     return v;
 }
 
-/* A publisher's cheap check (the appender after each put): bump only when a waiter flagged itself.
- * The fence pairs with the waiter's flag store and re-check (Dekker): no wake-up is lost. */
-RMQ_INLINE void rmq_notify_poke(unsigned char *slot)
-{
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n((const uint32_t *)slot + 1, __ATOMIC_RELAXED) != 0)
-        (void)rmq_notify_bump(slot);
-}
-
-/* rmq_notify_poke while `waits` (a count of waits in progress; NULL: always) is nonzero: the
- * appender's poke of the reput thread, which only a waiting reader needs at once (a store nobody
- * waits on is dispatched on the reput thread's timed naps, or by a reader for itself). The fence
- * orders the publisher's end before both loads; a wait counts itself, then pokes the slot itself
- * (rmq_notify_waits_add and rmq_notify_poke), so a put it missed is dispatched all the same. */
+/* A publisher's cheap check: bump only when a waiter flagged itself, and only while `waits` (a count
+ * of waits in progress; NULL: always) is nonzero. The fence orders the publisher's end before both
+ * loads and pairs with the waiter's flag store and re-check (Dekker): no wake-up is lost. The
+ * appender pokes the reput thread so, with the notify file's count: only a waiting reader needs it
+ * at once (a store nobody waits on is dispatched on the reput thread's timed naps, or by a reader
+ * for itself); a wait counts itself, then pokes the slot itself (rmq_notify_waits_add and
+ * rmq_notify_poke), so a put it missed is dispatched all the same. */
 RMQ_INLINE void rmq_notify_poke_wanted(unsigned char *slot, const uint32_t *waits)
 {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -171,6 +164,9 @@ RMQ_INLINE void rmq_notify_poke_wanted(unsigned char *slot, const uint32_t *wait
         && __atomic_load_n((const uint32_t *)slot + 1, __ATOMIC_RELAXED) != 0)
         (void)rmq_notify_bump(slot);
 }
+
+/* rmq_notify_poke_wanted with no count: bump if a waiter flagged itself. */
+RMQ_INLINE void rmq_notify_poke(unsigned char *slot) { rmq_notify_poke_wanted(slot, NULL); }
 
 /* Add `delta` (+1 or -1) to a count of waits in progress; it never goes below 0 (a writer's open
  * resets it, and a wait that began before then leaves after). Returns the new count. */

@@ -249,7 +249,8 @@ def test_a_put_wakes_the_reput_thread_only_while_a_reader_waits(tmp_path: Path,
     """Nobody waiting, a put wakes no thread (the reput thread dispatches on its timed naps, a reader
     that wants its writes dispatches them itself); a wait in progress, in this or another process,
     is counted in the notify file, and then each put wakes the reput thread at once."""
-    with _store(tmp_path, impl, dispatch="auto") as s:
+    # the periodic logics flush takes the dispatch lock (wanting it bumps the slot): not in this test
+    with _store(tmp_path, impl, dispatch="auto", flush_interval_consume_queue_ms=3_600_000) as s:
         n = s._notify
         assert n is not None
         k, mm = n.k, n.mm

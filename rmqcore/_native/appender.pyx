@@ -215,7 +215,6 @@ cdef int64_t _topic_hash(object topic, bytes tb):
 DEF DENSE_QUEUES = 4096
 
 
-@cython.final
 cdef int _u32_words(object obj, Py_buffer *v, Py_ssize_t n, int flags, str what) except -1:
     """Export ``obj`` into ``v`` (released by the caller) as ``n`` aligned uint32 words, or raise
     ValueError(``what``)."""
@@ -226,6 +225,7 @@ cdef int _u32_words(object obj, Py_buffer *v, Py_ssize_t n, int flags, str what)
     return 0
 
 
+@cython.final
 cdef class _Queues:
     """Next queue offset of each queue id of one topic: ids below 4096 in a growable C array (-1 =
     never set), larger ones (RocketMQ topics have a few queues, but any int32 id is valid) in a
