@@ -175,12 +175,16 @@ def decode_message_id(msg_id: str) -> tuple[Host, int]:
     return Host(a, p), o
 
 
+_SYSFLAG = struct.Struct(">I")
+_STORETIMESTAMP = struct.Struct(">q")
+_AT_SYSFLAG, _AT_TS_V4, _AT_TS_V6 = L.POS_SYSFLAG, L.POS_STORETIMESTAMP, L.POS_STORETIMESTAMP_V6
+
+
 def store_timestamp_at(buf: mmap.mmap | bytes | bytearray | memoryview, pos: int, end: int) -> int | None:
     """STORETIMESTAMP of the record starting at ``pos`` of ``buf`` (CommitLog.pickupStoreTimestamp: it
     follows a born host of 8 or 20 bytes, as SYSFLAG says); None when the data, which ends at ``end``,
     may stop before it."""
-    if pos + L.POS_STORETIMESTAMP_V6 + 8 > end:
+    if pos < 0 or pos + _AT_TS_V6 + 8 > end:
         return None
-    flag = int.from_bytes(buf[pos + L.POS_SYSFLAG : pos + L.POS_SYSFLAG + 4], "big")
-    at = pos + (L.POS_STORETIMESTAMP_V6 if flag & L.FLAG_BORNHOST_V6 else L.POS_STORETIMESTAMP)
-    return int.from_bytes(buf[at : at + 8], "big", signed=True)
+    v6 = _SYSFLAG.unpack_from(buf, pos + _AT_SYSFLAG)[0] & L.FLAG_BORNHOST_V6
+    return _STORETIMESTAMP.unpack_from(buf, pos + (_AT_TS_V6 if v6 else _AT_TS_V4))[0]  # type: ignore[no-any-return]

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmqcore import _impl
+from rmqcore import layout as L
 from rmqcore.errors import CorruptionError, StoreClosedError
 from rmqcore.message import parse_properties
 from rmqcore.store import MessageStore
@@ -272,12 +273,17 @@ def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_pa
         assert s.lookup("T", "k1") == b"one" and s._keys.front.current is s._keys._lookup
         calls: list[tuple[Any, ...]] = []
         queries: list[tuple[Any, ...]] = []
-        front = kl.LookupFront(lambda *a: calls.append(a) or b"general", lambda *a: queries.append(a) or ["q"], MessageExt,
-                               _impl.kernel("gate", impl.name).Gate("closed"))
+        raws: list[tuple[Any, ...]] = []
+        front = kl.LookupFront(lambda *a: calls.append(a) or b"general", lambda *a: queries.append(a) or ["q"],
+                               lambda *a: raws.append(a) or [-1], MessageExt, _impl.kernel("gate", impl.name).Gate("closed"))
         assert front.query_by_key("T", "k1") == ["q"] and queries == [("T", "k1", 0, 2**63 - 1, 64, False)]
+        assert front.query_offsets("T", "k1") == [-1] and raws == [("T", "k1", 0, 2**63 - 1, 64)]
         assert front.lookup("T", "k1") == b"general" and calls == [("T", "k1", 0, 2**63 - 1)]
         front.current = s._keys._lookup
         assert front.lookup("T", "k1") == b"one" and len(calls) == 1
+        assert front.query_offsets("T", "k1") == [0] and len(raws) == 1  # the first record's offset
+        assert front.query_offsets("T", "k1", 0, 2**63 - 1, 2**64) == [-1] and raws[-1][4] == 2**64  # past int64
+        assert s.query_offsets == s._keys.front.query_offsets
         assert [m.body for m in front.query_by_key("T", "k1")] == [b"one"] and len(queries) == 1
         assert front.query_by_key("T", "k1", 1, 2, 3, raw=True) == ["q"] and queries[-1] == ("T", "k1", 1, 2, 3, True)
         assert s.query_by_key == s._keys.front.query_by_key
@@ -286,6 +292,31 @@ def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_pa
         assert s._keys.front.current is None
         assert front.lookup("T", "k1") == b"general" and calls[-1] == ("T", "k1", 0, 2**63 - 1)
         assert s.lookup("T", "k1") == b"one"  # and the store's own front builds a new one
+
+
+def test_query_offsets_front_leaves_a_store_behind_its_writes_to_the_general_path(tmp_path: Path, impl: Any) -> None:
+    """``query_offsets`` is the front's call: a lookup whose store has writes not yet dispatched
+    answers LOOKUP_DISPATCH_FIRST, so the general path (which dispatches first) answers, and
+    the new record's offset is in the answer."""
+    from rmqcore import _impl
+    from rmqcore.message import MessageExt
+
+    kl = _impl.kernel("keylookup", impl.name)
+    with MessageStore(tmp_path, impl=impl.name, dispatch="inline", **GEOM) as s:
+        s.put("T", b"one", 0, keys="k1")
+        assert s.query_offsets("T", "k1") == [0]
+        lk = s._keys.front.current
+        assert lk is s._keys._lookup and lk is not None
+        raws: list[tuple[Any, ...]] = []
+        front = kl.LookupFront(None, None, lambda *a: raws.append(a) or [-1], MessageExt,
+                               _impl.kernel("gate", impl.name).Gate("closed"))
+        front.current = lk
+        assert front.query_offsets("T", "k1") == [0] and not raws
+        second = s.put("T", b"two", 0, keys="k1").physical_offset
+        assert lk.offsets_raw("T", "k1", 0, 2**63 - 1, 64) == L.LOOKUP_DISPATCH_FIRST
+        assert front.query_offsets("T", "k1") == [-1] and raws == [("T", "k1", 0, 2**63 - 1, 64)]
+        assert s.query_offsets("T", "k1") == [0, second]  # the store's general path dispatched first
+        assert front.query_offsets("T", "k1", 0, 2**63 - 1, 1) == [second] and len(raws) == 1  # the newest (walk order)
 
 
 def test_messages_now_builds_message_ext_as_the_class_does(tmp_path: Path, impl: Any) -> None:

@@ -334,7 +334,13 @@ cdef class KeyLookup:
 
     def offsets_raw(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num):
         """See the pure twin."""
-        ok, got = self._find(topic, key, begin, end, max_num, 0, 0, False, False, True)
+        return self._offsets_raw(topic, key, begin, end, max_num)
+
+    cdef object _offsets_raw(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num):
+        cdef int64_t cl_end = self._end_now()
+        if cl_end < 0:
+            return RMQ_LOOKUP_DISPATCH_FIRST if cl_end == -1 else RMQ_LOOKUP_CANNOT_ANSWER
+        ok, got = self._find(topic, key, begin, end, min(max_num, self._max_num), 0, 0, False, False, True)
         return got if ok else RMQ_LOOKUP_CANNOT_ANSWER
 
     cdef tuple _find(self, str topic, str key, int64_t begin, int64_t end, int64_t max_num, int64_t cl_min,
@@ -692,18 +698,20 @@ cdef inline bint _i64(object o, int64_t *out) noexcept:
 
 
 cdef class LookupFront:
-    """``MessageStore.lookup`` and ``query_by_key`` as one native call each (see the pure twin):
+    """``MessageStore.lookup``, ``query_by_key`` and ``query_offsets`` as one native call each (see the pure twin):
     the current KeyLookup's answer, or the store's general path when there is none or it cannot
     answer."""
     cdef public KeyLookup current
     cdef object _general
     cdef object _query
+    cdef object _offsets
     cdef object _message
     cdef Gate _gate
 
-    def __init__(self, general, query, message, Gate gate not None):
+    def __init__(self, general, query, offsets, message, Gate gate not None):
         self._general = general
         self._query = query
+        self._offsets = offsets
         self._message = message
         self._gate = gate
         self.current = None
@@ -742,3 +750,21 @@ cdef class LookupFront:
             if type(got) is list:
                 return got
         return self._query(topic, key, begin, end, max_num, raw)
+
+    def query_offsets(self, topic, key, begin=0, end=INT64_MAX, max_num=64):
+        cdef Gate gate = self._gate
+        gate.enter_c()
+        try:
+            return self._query_offsets(topic, key, begin, end, max_num)
+        finally:
+            gate.leave_c()
+
+    cdef object _query_offsets(self, topic, key, begin, end, max_num):
+        cdef KeyLookup lk = self.current
+        cdef int64_t b, e, n
+        if lk is not None and type(topic) is str and type(key) is str and _i64(begin, &b) and _i64(end, &e) \
+                and _i64(max_num, &n):
+            got = lk._offsets_raw(topic, key, b, e, n)  # an outcome (int) when dispatch is behind or released
+            if type(got) is list:
+                return got
+        return self._offsets(topic, key, begin, end, max_num)

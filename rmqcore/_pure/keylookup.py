@@ -206,16 +206,19 @@ class KeyLookup:
         return raw
 
     def offsets_raw(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int] | int:
-        """The raw answer (``MessageStore.query_offsets``): the walk's offsets, hash matches only and
-        no record read, sorted ascending; LOOKUP_CANNOT_ANSWER when the general path must answer."""
-        if self._released:
-            return LOOKUP_CANNOT_ANSWER
+        """The raw answer (``MessageStore.query_offsets``): the walk's offsets (at most ``max_num`` and
+        the lookup's own cap), hash matches only and no record read, sorted ascending;
+        LOOKUP_DISPATCH_FIRST when the store's dispatched end is behind the CommitLog's (dispatch,
+        then ask again), LOOKUP_CANNOT_ANSWER when the general path must answer."""
+        cl_end = self._end_now()
+        if cl_end < 0:
+            return LOOKUP_DISPATCH_FIRST if cl_end == -1 else LOOKUP_CANNOT_ANSWER
         try:
             topic.encode("utf-8")
             key.encode("utf-8")
         except UnicodeEncodeError:
             return LOOKUP_CANNOT_ANSWER
-        raw = self._guarded(self._walk, topic, key, begin, end, max_num)
+        raw = self._guarded(self._walk, topic, key, begin, end, min(max_num, self._max_num))
         if raw is None:
             return LOOKUP_CANNOT_ANSWER
         return raw if isinstance(raw, int) else sorted(raw)
@@ -365,21 +368,22 @@ def _plain(topic: Any, key: Any, *ints: Any) -> bool:
 
 
 class LookupFront:
-    """``MessageStore.lookup`` and ``query_by_key`` as one call each, which the store binds in place
-    of its methods (the native twin saves the Python frame): ``current``'s answer (a KeyLookup, or
-    None), or the store's general path (``general(topic, key, begin, end)``,
-    ``query(topic, key, begin, end, max_num, raw)``) when there is none or it cannot answer
-    (dispatch is behind, a record needs the general path, or it was released since it was set),
+    """``MessageStore.lookup``, ``query_by_key`` and ``query_offsets`` as one call each, which the
+    store binds in place of its methods (the native twin saves the Python frames): ``current``'s
+    answer (a KeyLookup, or None), or the store's general path (``general(topic, key, begin, end)``,
+    ``query(topic, key, begin, end, max_num, raw)``, ``offsets(topic, key, begin, end, max_num)``)
+    when there is none or it cannot answer (dispatch is behind, a record needs the general path, or it was released since it was set),
     and for arguments other than str topic and key and ints within int64 (it checks them).
     ``message`` is the class query_by_key's matches are built as (MessageExt). Each call runs inside
     ``gate``, the store's lifecycle gate (``rmqcore._pure.gate``): once the store closes, it raises
     StoreClosedError, and the store's close waits for the calls under way."""
 
-    def __init__(self, general: Any, query: Any, message: Any, gate: Any) -> None:
+    def __init__(self, general: Any, query: Any, offsets: Any, message: Any, gate: Any) -> None:
         if gate is None:
             raise TypeError("a LookupFront needs the store's gate")
         self._general = general
         self._query = query
+        self._offsets = offsets
         self._message = message
         self._gate = gate
         self.current: KeyLookup | None = None
@@ -408,3 +412,15 @@ class LookupFront:
             if type(got) is list:
                 return got
         return self._query(topic, key, begin, end, max_num, raw)
+
+    def query_offsets(self, topic: str, key: str, begin: int = 0, end: int = _NO_END, max_num: int = 64) -> Any:
+        with self._gate:
+            return self._query_offsets(topic, key, begin, end, max_num)
+
+    def _query_offsets(self, topic: str, key: str, begin: int, end: int, max_num: int) -> Any:
+        lk = self.current
+        if lk is not None and _plain(topic, key, begin, end, max_num):
+            got = lk.offsets_raw(topic, key, begin, end, max_num)  # an outcome (int) when dispatch is behind or released
+            if type(got) is list:
+                return got
+        return self._offsets(topic, key, begin, end, max_num)

@@ -187,8 +187,9 @@ class MessageStore:
         # consume-queue files mapped at once (MapPool); the dispatcher holds at most half of them
         self._map_pool = MapPool(cfg.max_open_queue_files or open_files_budget())
         self._dispatch = Dispatch(self)
-        self._keys = KeyQuery(self)  # lookup and query_by_key: its front's native calls, bound once
-        self._lookup_call, self._query_call = self._keys.front.lookup, self._keys.front.query_by_key
+        self._keys = KeyQuery(self)  # lookup, query_by_key, query_offsets: its front's native calls, bound once
+        front = self._keys.front
+        self._lookup_call, self._query_call, self._offsets_call = front.lookup, front.query_by_key, front.query_offsets
         self._pull = Pull(self)
         self._retention = Retention(self)
         self._meta.load_offsets()
@@ -437,19 +438,13 @@ class MessageStore:
                 ``query_by_key``).
             CorruptionError: a record the index points at is corrupt.""")
 
-    def query_offsets(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1, max_num: int = 64) -> list[int]:
-        """The raw index answer of queryMessage: physical offsets sorted ascending (hash matches only).
+    query_offsets = ReadOnly[Callable[..., list[int]]]("_offsets_call", """query_offsets(topic, key, begin=0, end=2**63 - 1, max_num=64) -> list[int]
+
+        The raw index answer of queryMessage: physical offsets sorted ascending (hash matches only).
 
         Raises:
             ConfigError: the index is disabled, or an argument has the wrong type (``begin``,
-                ``end`` and ``max_num`` are integers; values past int64 are the same as no bound).
-        """
-        gate = self._gate
-        gate.enter()
-        try:
-            return self._keys.query_offsets(topic, key, begin, end, max_num)
-        finally:
-            gate.leave()
+                ``end`` and ``max_num`` are integers; values past int64 are the same as no bound).""")
 
     def _drop_lookup(self) -> None:
         """Release the key lookup's buffers (before any file is unmapped: ``rmqcore.live``)."""

@@ -50,9 +50,9 @@ class KeyQuery:
         self._ncl = 0  # and the number of CommitLog files
         # outlives the lookups rebuilt as files come and go (it remembers what it took in per file)
         self.key_cache: Any = self._kernel.KeyCache() if cfg.key_cache and cfg.message_index_enable else None
-        # MessageStore.lookup and query_by_key: one native call over the current lookup
-        self.front = self._kernel.LookupFront(self.lookup_general, self.query_general, MessageExt,
-                                              store._gate)
+        # MessageStore.lookup, query_by_key and query_offsets: one native call over the current lookup
+        self.front = self._kernel.LookupFront(self.lookup_general, self.query_general, self.query_offsets,
+                                              MessageExt, store._gate)
 
     def _index(self) -> Any:
         s = self._store
@@ -95,7 +95,8 @@ class KeyQuery:
         return found[-1].body if found else None
 
     def query_offsets(self, topic: str, key: str, begin: int, end: int, max_num: int) -> list[int]:
-        """The raw index answer: physical offsets sorted ascending (hash matches only)."""
+        """The raw index answer: physical offsets sorted ascending (hash matches only); ``query_offsets``
+        when the front cannot answer."""
         begin, end, max_num = _query_args("query_offsets", topic, key, begin, end, max_num)
         self._store._dispatch.caught_up()
         index = self._index()

@@ -88,6 +88,7 @@ def _ram_bytes() -> int:
 _MAX_FILTER = 16000 // L.CQ_UNIT_SIZE  # maxFilterMessageCount: a pull looks at up to 800 units
 _SELECT_STATUS = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.FOUND, GetStatus.MESSAGE_WAS_REMOVING)
 _CAP = 2**62  # the select kernel's arguments are int64: larger limits are the same as no limit
+_SEEK_STEP = 64  # records a time seek decodes at a time (the answer is usually a few past its index entry)
 
 
 def _tag_codes(expr: str | None) -> set[int] | None:
@@ -110,7 +111,8 @@ def _tag_codes(expr: str | None) -> set[int] | None:
 def store_time_in(cl: CommitLog, physical_offset: int) -> int | None:
     """STORETIMESTAMP of the record at ``physical_offset`` of ``cl`` (CommitLog.pickupStoreTimestamp),
     None when no file holds it."""
-    physical_offset = int_arg(physical_offset, "physical_offset")
+    if type(physical_offset) is not int:  # a time search calls this per probe: the usual case at once
+        physical_offset = int_arg(physical_offset, "physical_offset")
     try:
         mf = cl.queue.find(physical_offset)
     except OffsetOutOfRangeError:
@@ -129,7 +131,6 @@ class Pull:
         self._limits = (
             _ram_bytes() * cfg.access_message_in_memory_max_ratio // 100, cfg.max_transfer_bytes_on_disk,
             cfg.max_transfer_count_on_disk, cfg.max_transfer_bytes_in_memory, cfg.max_transfer_count_in_memory)
-        self._seek_cols = np.empty((L.NCOLUMNS, 64), dtype=np.int64)
         self.views_out: dict[int, int] = {}  # record_views blocks open, per thread
 
     def queue_bound(self, topic: str, queue_id: int, upper: bool) -> int:
@@ -161,9 +162,12 @@ class Pull:
         if tag_filter is not None and not isinstance(tag_filter, str):
             _tag_codes(tag_filter)  # raises ConfigError, whatever the queue's state
         s = self._store
-        s._dispatch.caught_up()
         cl = s.commitlog
         cl_max = cl.queue.max_offset()
+        d = s._dispatch
+        if d.read_your_writes and d.reput_from_offset < cl_max:  # caught_up(), the end read once
+            d.caught_up()
+            cl_max = cl.queue.max_offset()
         try:
             cq = s.consume_queues.get((topic, queue_id))
         except TypeError:
@@ -250,7 +254,7 @@ class Pull:
         seg = s.segindex
         start = seg.seek_time(timestamp - 1 if not after else timestamp) if seg else cl.min_offset
         codec = cl._codec
-        out = self._seek_cols
+        out = np.empty((L.NCOLUMNS, _SEEK_STEP), dtype=np.int64)  # this call's own: threads may search at once
         off = max(start, cl.min_offset)
         while off < cl.max_offset:
             mf = cl.queue.find(off)
