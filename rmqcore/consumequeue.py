@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -218,13 +219,14 @@ class ConsumeQueue:
             n = mf.wrote_position // UNIT
             if n == 0 or mf.file_end_offset <= lo_global:
                 continue
-            if unpack(mf.mm, (n - 1) * UNIT)[0] < physical_offset:
+            mm = mf.mm  # once: each use of a pooled file's map counts as a use
+            if unpack(mm, (n - 1) * UNIT)[0] < physical_offset:
                 continue
             lo = max(0, (lo_global - mf.file_from_offset) // UNIT)
             hi = n - 1
             while lo < hi:
                 mid = (lo + hi) // 2
-                if unpack(mf.mm, mid * UNIT)[0] < physical_offset:
+                if unpack(mm, mid * UNIT)[0] < physical_offset:
                     lo = mid + 1
                 else:
                     hi = mid
@@ -411,8 +413,8 @@ class ConsumeQueue:
             return self._offset_by_time_4x(timestamp, store_time_of, commitlog_min)
         lower = boundary == BOUNDARY_LOWER
 
-        def t_of(mf: MappedFile, idx: int) -> int | None:
-            off, size, _ = _UNIT.unpack_from(mf.mm, idx * UNIT)
+        def t_of(mm: Any, idx: int) -> int | None:  # the map taken once per file: each use counts
+            off, size, _ = _UNIT.unpack_from(mm, idx * UNIT)
             if off < commitlog_min:
                 return -1  # too early: its record is gone
             return store_time_of(off, size)
@@ -429,7 +431,7 @@ class ConsumeQueue:
                     break
                 if n == 0:
                     continue
-                stop = t_of(mf, n - 1)
+                stop = t_of(mf.mm, n - 1)
                 if stop is not None and stop >= timestamp:
                     chosen = mf
                     break
@@ -438,7 +440,7 @@ class ConsumeQueue:
                 n = mf.wrote_position // UNIT
                 if n == 0:
                     continue
-                start = t_of(mf, first_idx(mf)) if first_idx(mf) < n else None
+                start = t_of(mf.mm, first_idx(mf)) if first_idx(mf) < n else None
                 if start is not None and start <= timestamp:
                     chosen = mf
             if chosen is None:
@@ -449,8 +451,9 @@ class ConsumeQueue:
         hi = n - 1
         if hi < lo:
             return (mf.file_from_offset + lo * UNIT) // UNIT
-        t_last = t_of(mf, hi)
-        t_first = t_of(mf, lo)
+        mm = mf.mm
+        t_last = t_of(mm, hi)
+        t_first = t_of(mm, lo)
         if t_last is None or t_first is None:
             return 0
         base = mf.file_from_offset // UNIT
@@ -462,7 +465,7 @@ class ConsumeQueue:
         found = -1
         while left <= right:
             mid = (left + right) // 2
-            t = t_of(mf, mid)
+            t = t_of(mm, mid)
             if t is None:
                 return 0
             if t == timestamp:
@@ -474,10 +477,10 @@ class ConsumeQueue:
                 right = mid - 1
         if found >= 0:
             if lower:
-                while found - 1 >= lo and t_of(mf, found - 1) == timestamp:
+                while found - 1 >= lo and t_of(mm, found - 1) == timestamp:
                     found -= 1
             else:
-                while found + 1 <= hi and t_of(mf, found + 1) == timestamp:
+                while found + 1 <= hi and t_of(mm, found + 1) == timestamp:
                     found += 1
             return base + found
         # no exact hit: LOWER = first unit with time > ts; UPPER = last unit with time < ts
@@ -500,12 +503,13 @@ class ConsumeQueue:
                     chosen = mf
                     break
         mf = chosen
+        mm = mf.mm
         low, high = 0, mf.wrote_position - UNIT
         target = left = right = -1
         left_t = right_t = -1
         while high >= low:
             mid = (low + high) // (2 * UNIT) * UNIT
-            off, size, _ = _UNIT.unpack_from(mf.mm, mid)
+            off, size, _ = _UNIT.unpack_from(mm, mid)
             if off < commitlog_min:
                 low = mid + UNIT
                 left = mid

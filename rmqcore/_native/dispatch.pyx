@@ -194,6 +194,10 @@ from libc.string cimport memset
 
 cdef extern from "Python.h":
     int _get_buffer "PyObject_GetBuffer"(object obj, Py_buffer *view, int flags) except -1
+    ctypedef struct PyThreadState:
+        pass
+    PyThreadState *PyEval_SaveThread()
+    void PyEval_RestoreThread(PyThreadState *tstate)
 
 from .indexfile cimport rmq_index_put
 
@@ -254,6 +258,7 @@ cdef extern from *:
 DEF LIVE_LAG = 2 * 1024 * 1024  # follow a streaming writer this far behind: its newest lines stay in its core's cache
 DEF LIVE_STREAMING = 10  # ... streaming: more than 1 byte per LIVE_STREAMING ns (100 MB/s) since the last look
 DEF CHUNK = 4000  # records per scan: not a multiple of 512 (4 KiB-multiple row strides thrash L1)
+DEF GIL_KEEP_BYTES = 2048  # a run over fewer CommitLog bytes keeps the GIL (Dispatcher.run)
 DEF KEYS_CAP = CHUNK * 8
 DEF HINT_CAP_MIN = 16  # records a batch takes from hints right after a stop
 DEF SEG_FIELDS = 10

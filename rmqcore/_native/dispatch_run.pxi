@@ -225,6 +225,7 @@ cdef class Dispatcher:
         cdef _Follow fw
         cdef int64_t *gr
         cdef int64_t next_hint = -1, parse_cap, hint_from, from_hints
+        cdef PyThreadState *tstate = NULL
         cdef const int64_t *ring = hn.ring if not verify_crc else NULL
         if pos < 0 or limit < pos or limit > n:
             raise ValueError(f"range [{pos}, {limit}) outside a buffer of {n} bytes")
@@ -238,104 +239,111 @@ cdef class Dispatcher:
         if gr != NULL:
             rmq_publish_i64(gr, 0)  # leaving the GIL: the writers may take it again
         fw.prev_full, fw.prev_t, fw.idle = limit, rmq_notify_now_ns(), 0
-        with nogil:
-            while stop == RMQ_STOP_NONE:
-                if at >= limit:
-                    # a live run follows the writer: records completed since the call began
-                    if lp != NULL and _follow(&fw, h, lp, file_from, n, live_cap, &limit):
-                        continue
+        # the GIL goes for a live run (it may nap) and for more than a few records; a run of one
+        # or two (a put, then a read that dispatches it) keeps it: handing it to another thread and
+        # waiting to get it back would cost more than the run
+        # (the body below is nogil code: it calls no Python and raises nothing)
+        if lp != NULL or limit - at > GIL_KEEP_BYTES:
+            tstate = PyEval_SaveThread()
+        while stop == RMQ_STOP_NONE:
+            if at >= limit:
+                # a live run follows the writer: records completed since the call began
+                if lp != NULL and _follow(&fw, h, lp, file_from, n, live_cap, &limit):
+                    continue
+                break
+            cnt = 0
+            parse_cap = CHUNK
+            hint_from = hn.at
+            from_hints = 0
+            if ring != NULL:  # records the writer left hints for need no parsing
+                # hint_from: the first record's hint, where a stop looks again
+                cnt = rmq_dispatch_hinted(ring, rmq_observe_i64(hn.head), &hn.at, base, file_from, at, limit,
+                                          hn.cap, cols, CHUNK, disp, CHUNK, keys, &end_pos, &nkeys, &next_hint,
+                                          &hint_from)
+                if cnt > 0:
+                    st = RMQ_ST_MSG
+                    from_hints = 1
+                elif next_hint >= 0:
+                    # hints resume at next_hint: parse up to about there (records of 512 bytes or more)
+                    parse_cap = min(CHUNK, max(1, (next_hint - file_from - at) // 512))
+            if cnt == 0:
+                st = rmq_dispatch_batch(base, at, limit, verify_crc, parse_cap, cols, CHUNK, 1, disp, CHUNK, 1,
+                                        keys, 1, KEYS_CAP, &cnt, &end_pos, &nkeys)
+            if st == RMQ_DISPATCH_E_KEYS:
+                # more keys than the scratch holds: the general path
+                stop, a, st = RMQ_STOP_SPECIAL, RMQ_SPECIAL_KEYS, RMQ_ST_MSG
+                break
+            for j in range(cnt):
+                if index_on and ix.bound and j + 6 < cnt:  # the next records' index slots
+                    _ix_prefetch(ix, keys + disp[RMQ_D_KEYS_START * CHUNK + j + 6],
+                                 disp[RMQ_D_KEYS_COUNT * CHUNK + j + 6])
+                rpos = cols[RMQ_C_POSITION * CHUNK + j]
+                size = cols[RMQ_C_SIZE * CHUNK + j]
+                phys = file_from + rpos
+                sysf = cols[RMQ_C_SYS_FLAG * CHUNK + j]
+                tran = sysf & 0xC
+                ts = cols[RMQ_C_STORE_TIMESTAMP * CHUNK + j]
+                if disp[RMQ_D_FLAGS * CHUNK + j] & 3:
+                    # delay topic (tagsCode = delivery time) or invalid UTF-8: the general path
+                    stop, a = RMQ_STOP_SPECIAL, RMQ_SPECIAL_FLAGS
                     break
-                cnt = 0
-                parse_cap = CHUNK
-                hint_from = hn.at
-                from_hints = 0
-                if ring != NULL:  # records the writer left hints for need no parsing
-                    # hint_from: the first record's hint, where a stop looks again
-                    cnt = rmq_dispatch_hinted(ring, rmq_observe_i64(hn.head), &hn.at, base, file_from, at, limit,
-                                              hn.cap, cols, CHUNK, disp, CHUNK, keys, &end_pos, &nkeys, &next_hint,
-                                              &hint_from)
-                    if cnt > 0:
-                        st = RMQ_ST_MSG
-                        from_hints = 1
-                    elif next_hint >= 0:
-                        # hints resume at next_hint: parse up to about there (records of 512 bytes or more)
-                        parse_cap = min(CHUNK, max(1, (next_hint - file_from - at) // 512))
-                if cnt == 0:
-                    st = rmq_dispatch_batch(base, at, limit, verify_crc, parse_cap, cols, CHUNK, 1, disp, CHUNK, 1,
-                                            keys, 1, KEYS_CAP, &cnt, &end_pos, &nkeys)
-                if st == RMQ_DISPATCH_E_KEYS:
-                    # more keys than the scratch holds: the general path
-                    stop, a, st = RMQ_STOP_SPECIAL, RMQ_SPECIAL_KEYS, RMQ_ST_MSG
-                    break
-                for j in range(cnt):
-                    if index_on and ix.bound and j + 6 < cnt:  # the next records' index slots
-                        _ix_prefetch(ix, keys + disp[RMQ_D_KEYS_START * CHUNK + j + 6],
-                                     disp[RMQ_D_KEYS_COUNT * CHUNK + j + 6])
-                    rpos = cols[RMQ_C_POSITION * CHUNK + j]
-                    size = cols[RMQ_C_SIZE * CHUNK + j]
-                    phys = file_from + rpos
-                    sysf = cols[RMQ_C_SYS_FLAG * CHUNK + j]
-                    tran = sysf & 0xC
-                    ts = cols[RMQ_C_STORE_TIMESTAMP * CHUNK + j]
-                    if disp[RMQ_D_FLAGS * CHUNK + j] & 3:
-                        # delay topic (tagsCode = delivery time) or invalid UTF-8: the general path
-                        stop, a = RMQ_STOP_SPECIAL, RMQ_SPECIAL_FLAGS
+                tags = disp[RMQ_D_TAGS_CODE * CHUNK + j]
+                # consume queue: NOT_TYPE and COMMIT records get a unit
+                if tran == 0 or tran == 0x8:
+                    qid = cols[RMQ_C_QUEUE_ID * CHUNK + j]
+                    tlen = cols[RMQ_C_TOPIC_LEN * CHUNK + j]
+                    # a run of records to one queue (a batch) finds its slot once
+                    if (last_s >= 0 and qid == last_qid and tlen == q.slots[last_s].topic_len
+                            and rmq_same_topic(base + cols[RMQ_C_TOPIC_POS * CHUNK + j], q.slots[last_s].topic,
+                                               tlen)):
+                        s = last_s
+                    else:
+                        s = _q_find(q, base + cols[RMQ_C_TOPIC_POS * CHUNK + j], tlen, qid)
+                        last_s, last_qid = s, qid
+                    if s < 0 or not q.slots[s].bound:
+                        r = RMQ_STOP_QUEUE
+                    else:
+                        r = _q_put_unit(q, s, phys, size, tags, cols[RMQ_C_QUEUE_OFFSET * CHUNK + j])
+                    if r == RMQ_STOP_QUEUE:  # a queue to bind, or its next file
+                        stop, a, b, c = RMQ_STOP_QUEUE, cols[RMQ_C_TOPIC_POS * CHUNK + j], tlen, qid
+                        d = cols[RMQ_C_QUEUE_OFFSET * CHUNK + j]
                         break
-                    tags = disp[RMQ_D_TAGS_CODE * CHUNK + j]
-                    # consume queue: NOT_TYPE and COMMIT records get a unit
-                    if tran == 0 or tran == 0x8:
-                        qid = cols[RMQ_C_QUEUE_ID * CHUNK + j]
-                        tlen = cols[RMQ_C_TOPIC_LEN * CHUNK + j]
-                        # a run of records to one queue (a batch) finds its slot once
-                        if (last_s >= 0 and qid == last_qid and tlen == q.slots[last_s].topic_len
-                                and rmq_same_topic(base + cols[RMQ_C_TOPIC_POS * CHUNK + j], q.slots[last_s].topic,
-                                                   tlen)):
-                            s = last_s
-                        else:
-                            s = _q_find(q, base + cols[RMQ_C_TOPIC_POS * CHUNK + j], tlen, qid)
-                            last_s, last_qid = s, qid
-                        if s < 0 or not q.slots[s].bound:
-                            r = RMQ_STOP_QUEUE
-                        else:
-                            r = _q_put_unit(q, s, phys, size, tags, cols[RMQ_C_QUEUE_OFFSET * CHUNK + j])
-                        if r == RMQ_STOP_QUEUE:  # a queue to bind, or its next file
-                            stop, a, b, c = RMQ_STOP_QUEUE, cols[RMQ_C_TOPIC_POS * CHUNK + j], tlen, qid
-                            d = cols[RMQ_C_QUEUE_OFFSET * CHUNK + j]
-                            break
-                        if r == RMQ_STOP_SPECIAL:
-                            stop, a = RMQ_STOP_SPECIAL, RMQ_SPECIAL_QUEUE_POS
-                            break
-                    # index: the last file first (getAndCreateLastIndexFile), then the keys
-                    if index_on:
-                        r = _ix_put_keys(ix, phys, ts, tran, keys + disp[RMQ_D_KEYS_START * CHUNK + j],
-                                         first_key if rpos == pos else 0, disp[RMQ_D_KEYS_COUNT * CHUNK + j])
-                        if r >= 0:
-                            stop, a = RMQ_STOP_INDEX, r
-                            break
-                    # segment index (Kafka's LogSegment rule), for records past its end
-                    if seg_on and rpos >= g.end and _seg_step(&g, rpos, size, ts, so, seg_cap, &nseg):
-                        stop = RMQ_STOP_SEG
+                    if r == RMQ_STOP_SPECIAL:
+                        stop, a = RMQ_STOP_SPECIAL, RMQ_SPECIAL_QUEUE_POS
                         break
-                    if ts > max_ts:
-                        max_ts = ts
-                    done += 1
-                    self.hinted += from_hints
-                    at = rpos + size
-                if q.npend:  # readers waiting on these queues (any process) may go on
-                    _q_announce(q)
-                if stop != RMQ_STOP_NONE:
-                    hn.at = hint_from  # records from the stop on are not done: look again
-                    # and take few from hints next time (a store that binds a queue for every
-                    # record, each one's first, read thousands of hints to use one)
-                    hn.cap = HINT_CAP_MIN
+                # index: the last file first (getAndCreateLastIndexFile), then the keys
+                if index_on:
+                    r = _ix_put_keys(ix, phys, ts, tran, keys + disp[RMQ_D_KEYS_START * CHUNK + j],
+                                     first_key if rpos == pos else 0, disp[RMQ_D_KEYS_COUNT * CHUNK + j])
+                    if r >= 0:
+                        stop, a = RMQ_STOP_INDEX, r
+                        break
+                # segment index (Kafka's LogSegment rule), for records past its end
+                if seg_on and rpos >= g.end and _seg_step(&g, rpos, size, ts, so, seg_cap, &nseg):
+                    stop = RMQ_STOP_SEG
                     break
-                if from_hints and hn.cap < CHUNK:
-                    hn.cap = min(CHUNK, 2 * hn.cap)
-                at = end_pos
-                if st != RMQ_ST_MSG and not (st == RMQ_ST_END and lp != NULL and at >= limit):
-                    break
-            if gr != NULL:  # about to wait for the GIL: ask the writers to hand it over (until the next run)
-                _h_ask_gil(h, gr)
+                if ts > max_ts:
+                    max_ts = ts
+                done += 1
+                self.hinted += from_hints
+                at = rpos + size
+            if q.npend:  # readers waiting on these queues (any process) may go on
+                _q_announce(q)
+            if stop != RMQ_STOP_NONE:
+                hn.at = hint_from  # records from the stop on are not done: look again
+                # and take few from hints next time (a store that binds a queue for every
+                # record, each one's first, read thousands of hints to use one)
+                hn.cap = HINT_CAP_MIN
+                break
+            if from_hints and hn.cap < CHUNK:
+                hn.cap = min(CHUNK, 2 * hn.cap)
+            at = end_pos
+            if st != RMQ_ST_MSG and not (st == RMQ_ST_END and lp != NULL and at >= limit):
+                break
+        if gr != NULL:  # about to wait for the GIL: ask the writers to hand it over (until the next run)
+            _h_ask_gil(h, gr)
+        if tstate != NULL:
+            PyEval_RestoreThread(tstate)
         _seg_store(&g, seg)
         if stop == RMQ_STOP_NONE and st == RMQ_ST_MSG:
             st = RMQ_ST_END if at >= limit else st

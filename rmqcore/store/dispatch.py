@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import _impl
 from .. import layout as L
+from ..layout import ST_BLANK, ST_TORN, STOP_INDEX, STOP_NONE, STOP_QUEUE, STOP_SPECIAL
 from ..commitlog import raise_status
 from ..consumequeue import ConsumeQueue, put_grouped
 from ..errors import InvalidRecordError, InvalidTopicError, OffsetOutOfRangeError, StoreClosedError
@@ -72,6 +73,7 @@ class Dispatch:
         self.index_resume = (-1, 0)  # (record offset, first key) of a record split over two index files
         self.last_dispatched_ts = 0
         self.read_your_writes = False  # reads dispatch what is pending first (set once the store is open)
+        self._announce = store.config.dispatch == "background"  # _sync_queues wakes this process's waiters
         self.kernel = _impl.kernel("dispatch", store.impl)
         self.dispatcher = self.kernel.Dispatcher()
         self.lock = threading.Lock()
@@ -127,7 +129,7 @@ class Dispatch:
         ends (until this returns)."""
         if not live:
             lock = self.lock
-            if self._store._reput is None:
+            if self._store._services.reput is None:
                 lock.acquire()
             elif not lock.acquire(False):  # the reput thread is in a run: ask it to end (it may nap)
                 with self.locked():
@@ -194,9 +196,12 @@ class Dispatch:
         s = self._store
         s._check_open()
         cl = s.commitlog
-        written = cl.max_offset
+        files = cl.queue.files
+        written = files[-1].file_from_offset + files[-1].wrote_position if files else 0  # cl.max_offset
         cap = written if limit is None else limit
         end = min(cap, written)
+        if self.reput_from_offset >= end:
+            return 0  # nothing to dispatch (and nothing to publish)
         live_arr = cl._appender.live if live else None
         dsp = self.dispatcher
         index_on = s.index is not None
@@ -209,57 +214,59 @@ class Dispatch:
             first_key = 0
             self.index_resume = (-1, 0)
         while self.reput_from_offset < end:
-            try:
-                mf = cl.queue.find(self.reput_from_offset)
-            except OffsetOutOfRangeError:
-                break
+            files = cl.queue.files
+            mf = files[-1] if files else None  # the usual case: dispatch is in the last file
+            if mf is None or not mf.file_from_offset <= self.reput_from_offset < mf.file_end_offset:
+                try:
+                    mf = cl.queue.find(self.reput_from_offset)
+                except OffsetOutOfRangeError:
+                    break
             base = mf.file_from_offset
             pos = self.reput_from_offset - base
             stop_at = min(mf.wrote_position, end - base)
             seg = s.segindex.for_file(base) if s.segindex is not None else None
-            r = dsp.run(
+            # a DispatchRun, unpacked once: this loop runs per put in a put-then-read loop
+            done, at, status, stop, arg, topic_len, queue_id, queue_offset, max_ts, nseg = dsp.run(
                 mf.mm, base, pos, stop_at, False, index_on, first_key, no_seg if seg is None else seg.state,
                 seg_out, live_arr, max(stop_at, min(cap - base, mf.file_size)))
             first_key = 0
-            if r.seg_entries:
+            if nseg:
                 assert seg is not None
-                seg.add_entries(seg_out, r.seg_entries)
+                seg.add_entries(seg_out, nseg)
             self._sync_queues()
             if index_on and self.bound_index is not None:
                 self.bound_index._dirty = True
-            if r.max_timestamp > self.last_dispatched_ts:
-                self.last_dispatched_ts = r.max_timestamp
-            n_total += r.done
-            nxt = base + r.at
-            if r.stop == L.STOP_QUEUE or r.stop == L.STOP_INDEX:
+            if max_ts > self.last_dispatched_ts:
+                self.last_dispatched_ts = max_ts
+            n_total += done
+            nxt = base + at
+            if stop == STOP_NONE:  # the run reached its limit or a status
+                if status == ST_BLANK:
+                    nxt = mf.file_end_offset
+                elif done == 0 and status < 0 and at < stop_at:
+                    if status == ST_TORN and base + stop_at < cl.max_offset:
+                        break  # the record crosses this call's limit: the next call takes it
+                    # RocketMQ logs and stops here; recovery cuts such bytes, so report them
+                    raise_status(cl._codec, status, mf.path, at)
+                if nxt <= self.reput_from_offset:
+                    break
+            elif stop == STOP_QUEUE or stop == STOP_INDEX:
                 # what the run wrote stays done if the binding below fails (DiskFullError creating
                 # a file): a retry starts after it, and re-putting the keys of the last indexed
                 # record would add them to the index twice
                 if nxt > self.reput_from_offset:
                     self.reput_from_offset = nxt
                     self.reput_pub[0] = nxt
-            if r.stop == L.STOP_QUEUE:
-                self._bind_queue(bytes(mf.mm[r.topic_pos : r.topic_pos + r.topic_len]), r.queue_id,
-                                 r.queue_offset, mf.path, r.at)
-            elif r.stop == L.STOP_INDEX:
-                first_key = r.first_key
-                self.index_resume = (nxt, first_key)
-                self._bind_index()
-            elif r.stop == L.STOP_SPECIAL:
-                nxt = self._dispatch_one(mf, r.at)
+                if stop == STOP_QUEUE:  # arg: the record's topic position
+                    self._bind_queue(bytes(mf.mm[arg : arg + topic_len]), queue_id, queue_offset, mf.path, at)
+                else:  # arg: the key of the record at ``at`` the next run starts from
+                    first_key = arg
+                    self.index_resume = (nxt, first_key)
+                    self._bind_index()
+            elif stop == STOP_SPECIAL:
+                nxt = self._dispatch_one(mf, at)
                 n_total += 1
-            elif r.stop == L.STOP_SEG:
-                pass  # the segment-index output was full: its entries are in (above), the next run goes on
-            else:  # STOP_NONE: the run reached its limit or a status
-                if r.status == L.ST_BLANK:
-                    nxt = mf.file_end_offset
-                elif r.done == 0 and r.status < 0 and r.at < stop_at:
-                    if r.status == L.ST_TORN and base + stop_at < cl.max_offset:
-                        break  # the record crosses this call's limit: the next call takes it
-                    # RocketMQ logs and stops here; recovery cuts such bytes, so report them
-                    raise_status(cl._codec, r.status, mf.path, r.at)
-                if nxt <= self.reput_from_offset:
-                    break
+            # STOP_SEG: the segment-index output was full; its entries are in (above), the next run goes on
             self.reput_from_offset = nxt
         self.reput_pub[0] = self.reput_from_offset
         if s._notify is not None:
@@ -271,8 +278,7 @@ class Dispatch:
         """Publish what the dispatcher wrote: each queue's write position and max physical offset
         (and wake its waiters in this process: the dispatcher woke them as it wrote, when this
         process's view of the queue had not moved yet)."""
-        s = self._store
-        notify = s._notify if s.config.dispatch == "background" else None
+        notify = self._store._notify if self._announce else None
         for topic_b, qid, wrote, max_phys in self.dispatcher.touched():
             cq, mf = self.bound[(topic_b, qid)]
             mf.wrote_position = wrote

@@ -132,6 +132,7 @@ class Pull:
             _ram_bytes() * cfg.access_message_in_memory_max_ratio // 100, cfg.max_transfer_bytes_on_disk,
             cfg.max_transfer_count_on_disk, cfg.max_transfer_bytes_in_memory, cfg.max_transfer_count_in_memory)
         self.views_out: dict[int, int] = {}  # record_views blocks open, per thread
+        self._seek_free: list[np.ndarray] = []  # commitlog_offset_by_time's scratch columns not in use
 
     def queue_bound(self, topic: str, queue_id: int, upper: bool) -> int:
         """getMinOffsetInQueue / getMaxOffsetInQueue (``upper``) of the queue as it is now (pending
@@ -253,17 +254,24 @@ class Pull:
         cl = s.commitlog
         seg = s.segindex
         start = seg.seek_time(timestamp - 1 if not after else timestamp) if seg else cl.min_offset
+        free = self._seek_free  # scratch columns, each held by one call at a time (threads may search at once)
+        out = free.pop() if free else np.empty((L.NCOLUMNS, _SEEK_STEP), dtype=np.int64)
+        try:
+            return self._first_stored_after(cl, max(start, cl.min_offset), timestamp, after, out)
+        finally:
+            free.append(out)
+
+    def _first_stored_after(self, cl: CommitLog, off: int, timestamp: int, after: bool, out: np.ndarray) -> int:
+        """``commitlog_offset_by_time``'s walk from ``off``, ``_SEEK_STEP`` records at a time into ``out``."""
         codec = cl._codec
-        out = np.empty((L.NCOLUMNS, _SEEK_STEP), dtype=np.int64)  # this call's own: threads may search at once
-        off = max(start, cl.min_offset)
         while off < cl.max_offset:
             mf = cl.queue.find(off)
             pos = off - mf.file_from_offset
             n, end, status = codec.decode_batch(mf.mm, pos, mf.wrote_position, out, False)
             ts = out[L.C_STORE_TIMESTAMP, :n]
-            hit = np.flatnonzero(ts > timestamp if after else ts >= timestamp)
-            if len(hit):
-                return mf.file_from_offset + int(out[L.C_POSITION, hit[0]])
+            hit = ts > timestamp if after else ts >= timestamp
+            if hit.any():
+                return mf.file_from_offset + int(out[L.C_POSITION, int(hit.argmax())])
             if status == L.ST_BLANK:
                 off = mf.file_end_offset
             elif n == 0:
