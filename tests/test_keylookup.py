@@ -259,6 +259,27 @@ def test_key_cache_answers_as_the_index_walk_does(tmp_path_factory: Any, ops: li
             s.close()
 
 
+class _General:
+    """A store's general key paths (KeyQuery's), recording each call and answering a marker."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.queries: list[tuple[Any, ...]] = []
+        self.raws: list[tuple[Any, ...]] = []
+
+    def lookup_general(self, *a: Any) -> bytes:
+        self.calls.append(a)
+        return b"general"
+
+    def query_general(self, *a: Any) -> list[str]:
+        self.queries.append(a)
+        return ["q"]
+
+    def query_offsets(self, *a: Any) -> list[int]:
+        self.raws.append(a)
+        return [-1]
+
+
 def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_path: Path, impl: Any) -> None:
     """``MessageStore.lookup`` and ``query_by_key`` are the LookupFront's calls: the current
     KeyLookup's answer, else (none, released since, an answer it cannot give, or ``raw``) the
@@ -271,11 +292,9 @@ def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_pa
         s.put("T", b"one", 0, keys="k1")
         assert s.lookup == s._keys.front.lookup  # the store's name is bound to the front's call
         assert s.lookup("T", "k1") == b"one" and s._keys.front.current is s._keys._lookup
-        calls: list[tuple[Any, ...]] = []
-        queries: list[tuple[Any, ...]] = []
-        raws: list[tuple[Any, ...]] = []
-        front = kl.LookupFront(lambda *a: calls.append(a) or b"general", lambda *a: queries.append(a) or ["q"],
-                               lambda *a: raws.append(a) or [-1], MessageExt, _impl.kernel("gate", impl.name).Gate("closed"))
+        general = _General()
+        calls, queries, raws = general.calls, general.queries, general.raws
+        front = kl.LookupFront(general, MessageExt, _impl.kernel("gate", impl.name).Gate("closed"))
         assert front.query_by_key("T", "k1") == ["q"] and queries == [("T", "k1", 0, 2**63 - 1, 64, False)]
         assert front.query_offsets("T", "k1") == [-1] and raws == [("T", "k1", 0, 2**63 - 1, 64)]
         assert front.lookup("T", "k1") == b"general" and calls == [("T", "k1", 0, 2**63 - 1)]
@@ -307,9 +326,9 @@ def test_query_offsets_front_leaves_a_store_behind_its_writes_to_the_general_pat
         assert s.query_offsets("T", "k1") == [0]
         lk = s._keys.front.current
         assert lk is s._keys._lookup and lk is not None
-        raws: list[tuple[Any, ...]] = []
-        front = kl.LookupFront(None, None, lambda *a: raws.append(a) or [-1], MessageExt,
-                               _impl.kernel("gate", impl.name).Gate("closed"))
+        general = _General()
+        raws = general.raws
+        front = kl.LookupFront(general, MessageExt, _impl.kernel("gate", impl.name).Gate("closed"))
         front.current = lk
         assert front.query_offsets("T", "k1") == [0] and not raws
         second = s.put("T", b"two", 0, keys="k1").physical_offset

@@ -703,15 +703,11 @@ cdef class LookupFront:
     answer."""
     cdef public KeyLookup current
     cdef object _general
-    cdef object _query
-    cdef object _offsets
     cdef object _message
     cdef Gate _gate
 
-    def __init__(self, general, query, offsets, message, Gate gate not None):
+    def __init__(self, general, message, Gate gate not None):
         self._general = general
-        self._query = query
-        self._offsets = offsets
         self._message = message
         self._gate = gate
         self.current = None
@@ -731,7 +727,7 @@ cdef class LookupFront:
             got = lk._newest_body(topic, key, b, e)  # LOOKUP_CANNOT_ANSWER when released since it was set (files changed)
             if type(got) is not int:
                 return got
-        return self._general(topic, key, begin, end)
+        return self._general.lookup_general(topic, key, begin, end)
 
     def query_by_key(self, topic, key, begin=0, end=INT64_MAX, max_num=64, *, raw=False):
         cdef Gate gate = self._gate
@@ -749,7 +745,7 @@ cdef class LookupFront:
             got = lk._messages_now(topic, key, b, e, n, self._message)  # LOOKUP_CANNOT_ANSWER when released since it was set
             if type(got) is list:
                 return got
-        return self._query(topic, key, begin, end, max_num, raw)
+        return self._general.query_general(topic, key, begin, end, max_num, raw)
 
     def query_offsets(self, topic, key, begin=0, end=INT64_MAX, max_num=64):
         cdef Gate gate = self._gate
@@ -767,4 +763,4 @@ cdef class LookupFront:
             got = lk._offsets_raw(topic, key, b, e, n)  # an outcome (int) when dispatch is behind or released
             if type(got) is list:
                 return got
-        return self._offsets(topic, key, begin, end, max_num)
+        return self._general.query_offsets(topic, key, begin, end, max_num)

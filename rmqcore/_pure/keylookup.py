@@ -370,20 +370,19 @@ def _plain(topic: Any, key: Any, *ints: Any) -> bool:
 class LookupFront:
     """``MessageStore.lookup``, ``query_by_key`` and ``query_offsets`` as one call each, which the
     store binds in place of its methods (the native twin saves the Python frames): ``current``'s
-    answer (a KeyLookup, or None), or the store's general path (``general(topic, key, begin, end)``,
-    ``query(topic, key, begin, end, max_num, raw)``, ``offsets(topic, key, begin, end, max_num)``)
-    when there is none or it cannot answer (dispatch is behind, a record needs the general path, or it was released since it was set),
+    answer (a KeyLookup, or None), or the store's general path (``general``, the store's KeyQuery:
+    its ``lookup_general(topic, key, begin, end)``, ``query_general(topic, key, begin, end,
+    max_num, raw)`` and ``query_offsets(topic, key, begin, end, max_num)``) when there is none or
+    it cannot answer (dispatch is behind, a record needs the general path, or it was released since it was set),
     and for arguments other than str topic and key and ints within int64 (it checks them).
     ``message`` is the class query_by_key's matches are built as (MessageExt). Each call runs inside
     ``gate``, the store's lifecycle gate (``rmqcore._pure.gate``): once the store closes, it raises
     StoreClosedError, and the store's close waits for the calls under way."""
 
-    def __init__(self, general: Any, query: Any, offsets: Any, message: Any, gate: Any) -> None:
+    def __init__(self, general: Any, message: Any, gate: Any) -> None:
         if gate is None:
             raise TypeError("a LookupFront needs the store's gate")
         self._general = general
-        self._query = query
-        self._offsets = offsets
         self._message = message
         self._gate = gate
         self.current: KeyLookup | None = None
@@ -398,7 +397,7 @@ class LookupFront:
             got = lk.newest_body(topic, key, begin, end)  # LOOKUP_CANNOT_ANSWER when released since it was set (files changed)
             if type(got) is not int:
                 return got
-        return self._general(topic, key, begin, end)
+        return self._general.lookup_general(topic, key, begin, end)
 
     def query_by_key(self, topic: str, key: str, begin: int = 0, end: int = _NO_END, max_num: int = 64, *,
                      raw: bool = False) -> Any:
@@ -411,7 +410,7 @@ class LookupFront:
             got = lk.messages_now(topic, key, begin, end, max_num, self._message)  # LOOKUP_CANNOT_ANSWER when released since
             if type(got) is list:
                 return got
-        return self._query(topic, key, begin, end, max_num, raw)
+        return self._general.query_general(topic, key, begin, end, max_num, raw)
 
     def query_offsets(self, topic: str, key: str, begin: int = 0, end: int = _NO_END, max_num: int = 64) -> Any:
         with self._gate:
@@ -423,4 +422,4 @@ class LookupFront:
             got = lk.offsets_raw(topic, key, begin, end, max_num)  # an outcome (int) when dispatch is behind or released
             if type(got) is list:
                 return got
-        return self._offsets(topic, key, begin, end, max_num)
+        return self._general.query_offsets(topic, key, begin, end, max_num)

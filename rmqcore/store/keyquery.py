@@ -51,8 +51,7 @@ class KeyQuery:
         # outlives the lookups rebuilt as files come and go (it remembers what it took in per file)
         self.key_cache: Any = self._kernel.KeyCache() if cfg.key_cache and cfg.message_index_enable else None
         # MessageStore.lookup, query_by_key and query_offsets: one native call over the current lookup
-        self.front = self._kernel.LookupFront(self.lookup_general, self.query_general, self.query_offsets,
-                                              MessageExt, store._gate)
+        self.front = self._kernel.LookupFront(self, MessageExt, store._gate)
 
     def _index(self) -> Any:
         s = self._store
