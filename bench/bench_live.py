@@ -10,7 +10,9 @@ Run: ``python bench/bench_live.py`` (all three; ``--help`` for the knobs), e.g.
   latency is measured from when the message was due, not when it was sent: a stall of the writer
   counts for every message it delayed (no coordinated omission). A follower process
   (``MessageStore(read_only=True, follow=True)``) pulls with ``wait=`` and stamps each batch as it
-  gets it. Reported: p50, p99, p99.9, max (us), the rate the writer achieved, and the follower's
+  gets it. Reported: p50, p99, p99.9, max (us), the rate the writer achieved, how late the writer's
+  own puts returned after their due times (``writer_late_p50_us``, ``_p99_us``: a latency no follower
+  can beat), and the follower's
   CPU time per second of the run (``follower_cpu``: what its waits' spinning costs, ``--wait-spin``).
   The writer's own dispatch publishes the units: its reput thread (``--writer-dispatch auto``, the default;
   between puts the writer spins in Python holding the GIL, which the reput thread needs between
@@ -149,6 +151,7 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
         pack = _TS.pack
         sleep = time.sleep
         _fine_timer_slack()
+        late = np.empty(n, dtype=np.int64)  # when each put (and its dispatch) returned, after its due time
         for i in range(n):
             due = t0 + i * period
             ahead = due - now()
@@ -159,6 +162,7 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
             put(TOPIC, pack(due) + BODY_PAD, 0)
             if inline:  # the writer's thread publishes the unit itself (no reput thread to hand it to)
                 dispatch()
+            late[i] = now() - due
         sent_s = (time.monotonic_ns() - t0) / 1e9
         got, cpu = out.get(timeout=180)
         lat = np.frombuffer(got, dtype=np.int64)
@@ -167,7 +171,9 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
         lat = lat[1:]  # the message put before the follower opened
         return {"rate": rate, "writer": writer, "wait_spin_us": round((NotifyFile.wait_spin if spin is None
                                                                        else spin) * 1e6),
-                "achieved_rate": round(n / sent_s), **_pcts(lat), "follower_cpu": round(cpu, 2),
+                "achieved_rate": round(n / sent_s), **_pcts(lat),
+                "writer_late_p50_us": round(float(np.percentile(late, 50)) / 1000, 1),
+                "writer_late_p99_us": round(float(np.percentile(late, 99)) / 1000, 1), "follower_cpu": round(cpu, 2),
                 "pinned": pin, "load": _load()}
     finally:
         if had is not None:
