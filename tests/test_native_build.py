@@ -115,3 +115,21 @@ def test_the_table_lists_every_function_the_headers_declare() -> None:
     assert len(listed) == len(set(listed))
     assert [a for a, b in macros if a != b] == []
     assert sorted(a for a, _ in macros) == sorted(declared)
+
+
+def test_the_dispatch_loop_calls_no_python_while_it_has_let_the_gil_go() -> None:
+    """``Dispatcher._run`` lets the GIL go by hand (a short run keeps it), so Cython no longer checks
+    that its loop is nogil code: the generated C between ``PyEval_SaveThread`` and
+    ``PyEval_RestoreThread`` must call nothing of Python's C API (plain C helpers such as Cython's
+    integer division are fine)."""
+    c_file = Path(str(importlib.import_module("rmqcore._native").__file__)).parent / "dispatch.c"
+    if not c_file.exists():
+        pytest.skip("no generated C beside the package (an installed wheel)")
+    code = re.sub(r"/\*.*?\*/", "", c_file.read_text(), flags=re.S)  # Cython's comments quote the .pyx
+    regions = re.findall(r"__pyx_v_tstate\s*=\s*PyEval_SaveThread\(\);(.*?)PyEval_RestoreThread\(__pyx_v_tstate\)",
+                         code, flags=re.S)
+    assert len(regions) == 1, f"{len(regions)} regions between PyEval_SaveThread and PyEval_RestoreThread"
+    names = set(re.findall(r"\b(_?_?Py[A-Za-z_]\w*|__Pyx\w*)\s*\(", regions[0]))
+    allowed = {n for n in names if re.fullmatch(r"__Pyx_(div|mod)_\w+", n)}
+    assert names - allowed == set(), f"Python C API called without the GIL: {sorted(names - allowed)}"
+    assert "__pyx_f_7rmqcore_7_native_8dispatch" in regions[0] or "rmq_dispatch_batch" in regions[0]

@@ -196,8 +196,7 @@ class Dispatch:
         s = self._store
         s._check_open()
         cl = s.commitlog
-        files = cl.queue.files
-        written = files[-1].file_from_offset + files[-1].wrote_position if files else 0  # cl.max_offset
+        written = cl.max_offset
         cap = written if limit is None else limit
         end = min(cap, written)
         if self.reput_from_offset >= end:
