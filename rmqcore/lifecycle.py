@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 from . import _impl
 from .errors import RmqError, too_many_open_files
 
-__all__ = ["gated", "new_gate"]
+__all__ = ["gated", "new_gate", "out_of_descriptors"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -31,11 +31,18 @@ def gated(method: _F) -> _F:
         gate.enter()
         try:
             return method(self, *args, **kwargs)
-        except OSError as e:  # no descriptor left where no file open names it: still an RmqError
-            if e.errno in (errno.EMFILE, errno.ENFILE) and not isinstance(e, RmqError):
-                raise too_many_open_files(f"{method.__qualname__}", e) from e
+        except OSError as e:
+            out_of_descriptors(e, method.__qualname__)
             raise
         finally:
             gate.leave()
 
     return cast(_F, call)
+
+
+def out_of_descriptors(e: OSError, what: str) -> None:
+    """Raise TooManyOpenFilesError (an RmqError) for ``e`` when it says no descriptor was left (and no
+    file open named it already); return otherwise, for the caller to re-raise ``e``. ``gated``'s rule,
+    for the calls that enter the gate themselves."""
+    if e.errno in (errno.EMFILE, errno.ENFILE) and not isinstance(e, RmqError):
+        raise too_many_open_files(what, e) from e

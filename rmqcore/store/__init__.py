@@ -46,7 +46,7 @@ from ..consumequeue import BOUNDARY_LOWER, BOUNDARY_NEAREST, BOUNDARY_UPPER, Con
 from ..errors import ConfigError, InvalidMessageError, OffsetOutOfRangeError, ReadOnlyError, RmqError
 from ..errors import StoreAccessError, StoreClosedError
 from ..flush import DurableAck
-from ..lifecycle import gated, new_gate
+from ..lifecycle import gated, new_gate, out_of_descriptors
 from ..mappedfile import MapPool, open_files_budget
 from ..message import MessageExt
 from ..recovery import RecoveryReport
@@ -283,7 +283,6 @@ class MessageStore:
         empty one (a str topic and a queue id in [0, 2**31 - 1], else ConfigError)."""
         return consume_queue(self, topic, queue_id, create)
 
-    @gated
     def dispatch(self, limit: int | None = None) -> int:
         """Dispatch CommitLog records from ``reput_from_offset`` up to the end (or ``limit``).
 
@@ -292,7 +291,15 @@ class MessageStore:
         native ``Dispatcher`` without the GIL; records it leaves to Python (delay topic, invalid
         UTF-8, an out-of-order queue position) go through the general path (``store.dispatch``).
         """
-        return self._dispatch.run(None if limit is None else int_arg(limit, "limit"), False)
+        gate = self._gate  # entered here, not through ``gated``: an embedded queue calls this per message
+        gate.enter()
+        try:
+            return self._dispatch.run(None if limit is None else int_arg(limit, "limit"), False)
+        except OSError as e:
+            out_of_descriptors(e, "MessageStore.dispatch")
+            raise
+        finally:
+            gate.leave()
 
     @gated
     def wait_dispatched(self, timeout: float = 10.0) -> bool:

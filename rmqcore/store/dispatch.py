@@ -196,7 +196,7 @@ class Dispatch:
         s = self._store
         s._check_open()
         cl = s.commitlog
-        written = cl.max_offset
+        written = cl.queue.max_offset()  # cl.max_offset, one call fewer
         cap = written if limit is None else limit
         end = min(cap, written)
         if self.reput_from_offset >= end:

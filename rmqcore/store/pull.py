@@ -167,7 +167,7 @@ class Pull:
         cl_max = cl.queue.max_offset()
         d = s._dispatch
         if d.read_your_writes and d.reput_from_offset < cl_max:  # caught_up(), the end read once
-            d.caught_up()
+            d.run(None, False)
             cl_max = cl.queue.max_offset()
         try:
             cq = s.consume_queues.get((topic, queue_id))
