@@ -26,11 +26,21 @@ def test_mypy_is_clean_on_the_package() -> None:
     config = ROOT / "pyproject.toml"
     pkg = Path(rmqcore.__file__).resolve().parent
     key = hashlib.sha1(f"{sys.prefix}|{pkg}".encode()).hexdigest()[:12]
-    cache = Path(tempfile.gettempdir()) / f"rmqcore-mypy-cache-{key}"
+    # the cache lives in the environment (removed with it); a temporary directory when that is not
+    # writable (and then removed after the run)
+    cache = Path(sys.prefix) / f".rmqcore-mypy-cache-{key}"
+    scratch = None
+    if not os.access(sys.prefix, os.W_OK):
+        scratch = tempfile.TemporaryDirectory(prefix="rmqcore-mypy-cache-")
+        cache = Path(scratch.name)
     env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
-    p = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(cache),
-         "--no-error-summary", "--hide-error-context", "-p", "rmqcore"],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
-    )
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(cache),
+             "--no-error-summary", "--hide-error-context", "-p", "rmqcore"],
+            cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+        )
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
     assert p.returncode == 0, f"mypy on {pkg}:\n{p.stdout}{p.stderr}"
