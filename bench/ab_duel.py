@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         worker(sets)
         return 0
     cmd = [__file__, "x", "x", "--worker", "--cases", ",".join(sets)]
-    procs = [subprocess.Popen([py, *cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tempfile.gettempdir())
-             for py in (args.a, args.b)]
+    procs = [subprocess.Popen([py, *cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              cwd=tempfile.gettempdir()) for py in (args.a, args.b)]
     try:
         names = [p.stdout.readline().rstrip("\n").split("\t") for p in procs if p.stdout]
         if len(names) != 2 or names[0] != names[1] or names[0] == [""]:
@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             if p.stdin:
                 p.stdin.close()
             p.wait(60)
-    print(f"{'case':36s} {'A min':>9s} {'B min':>9s} {'B/A':>5s} {'A median':>9s} {'B median':>9s} {'B/A':>5s}  ns/call")
+    heads = ("A min", "B min", "B/A", "A median", "B median", "B/A")
+    print(f"{'case':36s} " + " ".join(f"{h:>{5 if h == 'B/A' else 9}s}" for h in heads) + "  ns/call")
     for name, (a, b) in zip(names[0], got):
         ma, mb, da, db = min(a), min(b), statistics.median(a), statistics.median(b)
         print(f"{name:36s} {ma:9.0f} {mb:9.0f} {mb / ma:5.2f} {da:9.0f} {db:9.0f} {db / da:5.2f}")

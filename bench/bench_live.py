@@ -173,7 +173,8 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
                                                                        else spin) * 1e6),
                 "achieved_rate": round(n / sent_s), **_pcts(lat),
                 "writer_late_p50_us": round(float(np.percentile(late, 50)) / 1000, 1),
-                "writer_late_p99_us": round(float(np.percentile(late, 99)) / 1000, 1), "follower_cpu": round(cpu, 2),
+                "writer_late_p99_us": round(float(np.percentile(late, 99)) / 1000, 1),
+                "follower_cpu": round(cpu, 2),
                 "pinned": pin, "load": _load()}
     finally:
         if had is not None:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 

@@ -187,4 +187,5 @@ def store_timestamp_at(buf: mmap.mmap | bytes | bytearray | memoryview, pos: int
     if pos < 0 or pos + _AT_TS_V6 + 8 > end:
         return None
     v6 = _SYSFLAG.unpack_from(buf, pos + _AT_SYSFLAG)[0] & L.FLAG_BORNHOST_V6
-    return _STORETIMESTAMP.unpack_from(buf, pos + (_AT_TS_V6 if v6 else _AT_TS_V4))[0]  # type: ignore[no-any-return]
+    at = pos + (_AT_TS_V6 if v6 else _AT_TS_V4)
+    return _STORETIMESTAMP.unpack_from(buf, at)[0]  # type: ignore[no-any-return]

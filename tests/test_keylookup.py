@@ -301,7 +301,8 @@ def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_pa
         front.current = s._keys._lookup
         assert front.lookup("T", "k1") == b"one" and len(calls) == 1
         assert front.query_offsets("T", "k1") == [0] and len(raws) == 1  # the first record's offset
-        assert front.query_offsets("T", "k1", 0, 2**63 - 1, 2**64) == [-1] and raws[-1][4] == 2**64  # past int64
+        # past int64: the general path answers
+        assert front.query_offsets("T", "k1", 0, 2**63 - 1, 2**64) == [-1] and raws[-1][4] == 2**64
         assert s.query_offsets == s._keys.front.query_offsets
         assert [m.body for m in front.query_by_key("T", "k1")] == [b"one"] and len(queries) == 1
         assert front.query_by_key("T", "k1", 1, 2, 3, raw=True) == ["q"] and queries[-1] == ("T", "k1", 1, 2, 3, True)
@@ -313,7 +314,8 @@ def test_lookup_front_answers_from_the_current_lookup_or_the_general_path(tmp_pa
         assert s.lookup("T", "k1") == b"one"  # and the store's own front builds a new one
 
 
-def test_query_offsets_front_leaves_a_store_behind_its_writes_to_the_general_path(tmp_path: Path, impl: Any) -> None:
+def test_query_offsets_front_leaves_a_store_behind_its_writes_to_the_general_path(tmp_path: Path,
+                                                                                 impl: Any) -> None:
     """``query_offsets`` is the front's call: a lookup whose store has writes not yet dispatched
     answers LOOKUP_DISPATCH_FIRST, so the general path (which dispatches first) answers, and
     the new record's offset is in the answer."""
@@ -335,7 +337,8 @@ def test_query_offsets_front_leaves_a_store_behind_its_writes_to_the_general_pat
         assert lk.offsets_raw("T", "k1", 0, 2**63 - 1, 64) == L.LOOKUP_DISPATCH_FIRST
         assert front.query_offsets("T", "k1") == [-1] and raws == [("T", "k1", 0, 2**63 - 1, 64)]
         assert s.query_offsets("T", "k1") == [0, second]  # the store's general path dispatched first
-        assert front.query_offsets("T", "k1", 0, 2**63 - 1, 1) == [second] and len(raws) == 1  # the newest (walk order)
+        # max_num 1: the newest (the walk's order)
+        assert front.query_offsets("T", "k1", 0, 2**63 - 1, 1) == [second] and len(raws) == 1
 
 
 def test_messages_now_builds_message_ext_as_the_class_does(tmp_path: Path, impl: Any) -> None:

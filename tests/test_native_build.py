@@ -126,8 +126,8 @@ def test_the_dispatch_loop_calls_no_python_while_it_has_let_the_gil_go() -> None
     if not c_file.exists():
         pytest.skip("no generated C beside the package (an installed wheel)")
     code = re.sub(r"/\*.*?\*/", "", c_file.read_text(), flags=re.S)  # Cython's comments quote the .pyx
-    regions = re.findall(r"__pyx_v_tstate\s*=\s*PyEval_SaveThread\(\);(.*?)PyEval_RestoreThread\(__pyx_v_tstate\)",
-                         code, flags=re.S)
+    saved = r"__pyx_v_tstate\s*=\s*PyEval_SaveThread\(\);(.*?)PyEval_RestoreThread\(__pyx_v_tstate\)"
+    regions = re.findall(saved, code, flags=re.S)
     assert len(regions) == 1, f"{len(regions)} regions between PyEval_SaveThread and PyEval_RestoreThread"
     names = set(re.findall(r"\b(_?_?Py[A-Za-z_]\w*|__Pyx\w*)\s*\(", regions[0]))
     allowed = {n for n in names if re.fullmatch(r"__Pyx_(div|mod)_\w+", n)}

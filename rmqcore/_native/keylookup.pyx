@@ -698,9 +698,9 @@ cdef inline bint _i64(object o, int64_t *out) noexcept:
 
 
 cdef class LookupFront:
-    """``MessageStore.lookup``, ``query_by_key`` and ``query_offsets`` as one native call each (see the pure twin):
-    the current KeyLookup's answer, or the store's general path when there is none or it cannot
-    answer."""
+    """``MessageStore.lookup``, ``query_by_key`` and ``query_offsets`` as one native call each (see
+    the pure twin): the current KeyLookup's answer, or the store's general path when there is none
+    or it cannot answer."""
     cdef public KeyLookup current
     cdef object _general
     cdef object _message
@@ -760,7 +760,7 @@ cdef class LookupFront:
         cdef int64_t b, e, n
         if lk is not None and type(topic) is str and type(key) is str and _i64(begin, &b) and _i64(end, &e) \
                 and _i64(max_num, &n):
-            got = lk._offsets_raw(topic, key, b, e, n)  # an outcome (int) when dispatch is behind or released
+            got = lk._offsets_raw(topic, key, b, e, n)  # an int when dispatch is behind, or released
             if type(got) is list:
                 return got
         return self._general.query_offsets(topic, key, begin, end, max_num)

@@ -373,8 +373,8 @@ class LookupFront:
     answer (a KeyLookup, or None), or the store's general path (``general``, the store's KeyQuery:
     its ``lookup_general(topic, key, begin, end)``, ``query_general(topic, key, begin, end,
     max_num, raw)`` and ``query_offsets(topic, key, begin, end, max_num)``) when there is none or
-    it cannot answer (dispatch is behind, a record needs the general path, or it was released since it was set),
-    and for arguments other than str topic and key and ints within int64 (it checks them).
+    it cannot answer (dispatch is behind, a record needs the general path, or it was released since
+    it was set), and for arguments other than str topic and key and ints within int64 (it checks them).
     ``message`` is the class query_by_key's matches are built as (MessageExt). Each call runs inside
     ``gate``, the store's lifecycle gate (``rmqcore._pure.gate``): once the store closes, it raises
     StoreClosedError, and the store's close waits for the calls under way."""
@@ -412,14 +412,15 @@ class LookupFront:
                 return got
         return self._general.query_general(topic, key, begin, end, max_num, raw)
 
-    def query_offsets(self, topic: str, key: str, begin: int = 0, end: int = _NO_END, max_num: int = 64) -> Any:
+    def query_offsets(self, topic: str, key: str, begin: int = 0, end: int = _NO_END,
+                      max_num: int = 64) -> Any:
         with self._gate:
             return self._query_offsets(topic, key, begin, end, max_num)
 
     def _query_offsets(self, topic: str, key: str, begin: int, end: int, max_num: int) -> Any:
         lk = self.current
         if lk is not None and _plain(topic, key, begin, end, max_num):
-            got = lk.offsets_raw(topic, key, begin, end, max_num)  # an outcome (int) when dispatch is behind or released
+            got = lk.offsets_raw(topic, key, begin, end, max_num)  # an int when dispatch is behind, or released
             if type(got) is list:
                 return got
         return self._general.query_offsets(topic, key, begin, end, max_num)

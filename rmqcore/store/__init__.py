@@ -187,9 +187,9 @@ class MessageStore:
         # consume-queue files mapped at once (MapPool); the dispatcher holds at most half of them
         self._map_pool = MapPool(cfg.max_open_queue_files or open_files_budget())
         self._dispatch = Dispatch(self)
-        self._keys = KeyQuery(self)  # lookup, query_by_key, query_offsets: its front's native calls, bound once
-        front = self._keys.front
-        self._lookup_call, self._query_call, self._offsets_call = front.lookup, front.query_by_key, front.query_offsets
+        self._keys = KeyQuery(self)  # lookup, query_by_key, query_offsets: its front's calls, bound once
+        f = self._keys.front
+        self._lookup_call, self._query_call, self._offsets_call = f.lookup, f.query_by_key, f.query_offsets
         self._pull = Pull(self)
         self._retention = Retention(self)
         self._meta.load_offsets()

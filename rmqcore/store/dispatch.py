@@ -111,7 +111,8 @@ class Dispatch:
         return max(0, self._store.commitlog.max_offset - self.reput_from_offset)
 
     def caught_up(self) -> None:
-        """Read-your-writes: before a read, dispatch whatever was put since the last one (batched)."""
+        """Read-your-writes: before a read, dispatch whatever was put since the last one (batched).
+        ``Pull.get`` checks the same rule inline."""
         s = self._store
         if s._closed:
             raise StoreClosedError(f"the store {s.store_dir} is closed")
@@ -213,13 +214,10 @@ class Dispatch:
             first_key = 0
             self.index_resume = (-1, 0)
         while self.reput_from_offset < end:
-            files = cl.queue.files
-            mf = files[-1] if files else None  # the usual case: dispatch is in the last file
-            if mf is None or not mf.file_from_offset <= self.reput_from_offset < mf.file_end_offset:
-                try:
-                    mf = cl.queue.find(self.reput_from_offset)
-                except OffsetOutOfRangeError:
-                    break
+            try:
+                mf = cl.queue.find(self.reput_from_offset)
+            except OffsetOutOfRangeError:
+                break
             base = mf.file_from_offset
             pos = self.reput_from_offset - base
             stop_at = min(mf.wrote_position, end - base)

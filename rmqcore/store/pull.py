@@ -166,7 +166,8 @@ class Pull:
         cl = s.commitlog
         cl_max = cl.queue.max_offset()
         d = s._dispatch
-        if d.read_your_writes and d.reput_from_offset < cl_max:  # caught_up(), the end read once
+        # Dispatch.caught_up's rule inline, the end read once (the call cost a pull of 32 0.1-0.2 us)
+        if d.read_your_writes and d.reput_from_offset < cl_max:
             d.run(None, False)
             cl_max = cl.queue.max_offset()
         try:
@@ -254,14 +255,15 @@ class Pull:
         cl = s.commitlog
         seg = s.segindex
         start = seg.seek_time(timestamp - 1 if not after else timestamp) if seg else cl.min_offset
-        free = self._seek_free  # scratch columns, each held by one call at a time (threads may search at once)
+        free = self._seek_free  # scratch columns, each held by one call at a time (threads seek at once)
         out = free.pop() if free else np.empty((L.NCOLUMNS, _SEEK_STEP), dtype=np.int64)
         try:
             return self._first_stored_after(cl, max(start, cl.min_offset), timestamp, after, out)
         finally:
             free.append(out)
 
-    def _first_stored_after(self, cl: CommitLog, off: int, timestamp: int, after: bool, out: np.ndarray) -> int:
+    def _first_stored_after(self, cl: CommitLog, off: int, timestamp: int, after: bool,
+                            out: np.ndarray) -> int:
         """``commitlog_offset_by_time``'s walk from ``off``, ``_SEEK_STEP`` records at a time into ``out``."""
         codec = cl._codec
         while off < cl.max_offset:
