@@ -16,7 +16,8 @@ Run: ``python bench/bench_live.py`` (all three; ``--help`` for the knobs), e.g.
   CPU time per second of the run (``follower_cpu``: what its waits' spinning costs, ``--wait-spin``).
   The writer's own dispatch publishes the units: its reput thread (``--writer-dispatch auto``, the default;
   between puts the writer spins in Python holding the GIL, which the reput thread needs between
-  its runs), or its put loop calling ``dispatch()`` after each put (``inline``).
+  its runs), its put loop calling ``dispatch()`` after each put (``inline``), or each put itself
+  (``put``: ``dispatch="put"``, the unit written and its waiters woken in the put's native call).
 * ``throughput``: a writer puts batches of 1000 100-byte messages as fast as it can for a number of
   seconds, while a follower pulls (``max_msgs`` 4096, no decoding: offsets and sizes) until it has
   every message. Reported: the writer's and the follower's rates, and how far behind the follower
@@ -24,6 +25,9 @@ Run: ``python bench/bench_live.py`` (all three; ``--help`` for the knobs), e.g.
 * ``wake``: in one process, a thread waits in ``get_messages(wait=)``; the main thread puts one
   message every 2 ms (each put finds the waiter asleep). Latency: from before the put to the
   waiter's return.
+
+``--writer-dispatch`` applies to all three (``inline`` to ``latency`` only: the others use ``auto``
+then).
 
 The machine's load is printed with each result: figures on a shared machine are noisy; compare
 by ratio, interleaved.
@@ -159,8 +163,8 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
                 sleep((ahead - 40_000) / 1e9)
             while now() < due:
                 pass
-            put(TOPIC, pack(due) + BODY_PAD, 0)
-            if inline:  # the writer's thread publishes the unit itself (no reput thread to hand it to)
+            put(TOPIC, pack(due) + BODY_PAD, 0)  # dispatch="put": this publishes the unit itself
+            if inline:  # the writer's thread dispatches the record (no reput thread to hand it to)
                 dispatch()
             late[i] = now() - due
         sent_s = (time.monotonic_ns() - t0) / 1e9
@@ -206,13 +210,14 @@ def _follower_throughput(path: str, total: int, ready: Any, out: Any, impl: str 
     out.put((got, t_first or t_end, t_end))
 
 
-def throughput(seconds: float, batch: int = 1000, impl: str | None = None) -> dict[str, Any]:
+def throughput(seconds: float, batch: int = 1000, impl: str | None = None, writer: str = "auto") -> dict[str, Any]:
     from rmqcore.store import MessageStore
 
     ctx = mp.get_context("spawn")
     d = tempfile.mkdtemp(prefix="rmqbench-live-")
     try:
-        w = MessageStore(d, impl=impl, commitlog_file_size=1024 * 1024 * 1024, cq_file_size=300_000 * 20)
+        w = MessageStore(d, impl=impl, dispatch="auto" if writer == "inline" else writer,
+                         commitlog_file_size=1024 * 1024 * 1024, cq_file_size=300_000 * 20)
         w.warm_up()
         bodies = [b"b" * 100] * batch
         # how many batches fit the time: measured on 0.3 s of puts into a scratch topic
@@ -235,7 +240,7 @@ def throughput(seconds: float, batch: int = 1000, impl: str | None = None) -> di
         got, f0, f1 = out.get(timeout=600)
         p.join(30)
         w.close()
-        return {"messages": total_guess, "writer_msgs_per_s": round(total_guess / (t1 - t0)),
+        return {"writer": writer, "messages": total_guess, "writer_msgs_per_s": round(total_guess / (t1 - t0)),
                 "follower_msgs_per_s": round(got / max(f1 - f0, 1e-9)), "follower_got": got,
                 "follower_done_after_writer_s": round(f1 - t1, 3), "load": _load()}
     finally:
@@ -243,12 +248,12 @@ def throughput(seconds: float, batch: int = 1000, impl: str | None = None) -> di
 
 
 # -- in-process wake ----------------------------------------------------------------------------------
-def wake(n: int, impl: str | None = None) -> dict[str, Any]:
+def wake(n: int, impl: str | None = None, writer: str = "auto") -> dict[str, Any]:
     from rmqcore.store import MessageStore
 
     d = tempfile.mkdtemp(prefix="rmqbench-live-")
     try:
-        s = MessageStore(d, impl=impl, **_store_kwargs())
+        s = MessageStore(d, impl=impl, dispatch="auto" if writer == "inline" else writer, **_store_kwargs())
         s.put(TOPIC, b"x", 0)
         lat = np.empty(n, dtype=np.int64)
         sent = np.zeros(n, dtype=np.int64)
@@ -275,7 +280,7 @@ def wake(n: int, impl: str | None = None) -> dict[str, Any]:
         done.wait(60)
         th.join()
         s.close()
-        return {"messages": n, **_pcts(lat), "load": _load()}
+        return {"writer": "auto" if writer == "inline" else writer, "messages": n, **_pcts(lat), "load": _load()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -288,9 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs of each case")
     ap.add_argument("--wake-n", type=int, default=2000, help="wake: messages")
     ap.add_argument("--impl", choices=["native", "pure"], default=None)
-    ap.add_argument("--writer-dispatch", choices=["auto", "inline"], default="auto",
-                    help="latency: the writer's reput thread publishes (auto), or its put loop calls "
-                         "dispatch() after each put (inline)")
+    ap.add_argument("--writer-dispatch", choices=["auto", "inline", "put"], default="auto",
+                    help="the writer's reput thread publishes (auto), its put loop calls dispatch() after "
+                         "each put (inline: latency only), or each put publishes its unit (put)")
     ap.add_argument("--wait-spin", type=float, default=None, metavar="US",
                     help="latency: the follower's NotifyFile.wait_spin in microseconds (0: sleep at once; "
                          "default: the library's)")
@@ -309,9 +314,9 @@ def main(argv: list[str] | None = None) -> int:
                                                args.pin))
                            for r in args.rates.split(",")]
             elif what == "throughput":
-                results = [("throughput", throughput(args.seconds, impl=args.impl))]
+                results = [("throughput", throughput(args.seconds, impl=args.impl, writer=args.writer_dispatch))]
             else:
-                results = [("wake", wake(args.wake_n, args.impl))]
+                results = [("wake", wake(args.wake_n, args.impl, args.writer_dispatch))]
             for name, res in results:
                 if args.json:
                     print(json.dumps({"bench": name, **res}))

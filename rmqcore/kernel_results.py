@@ -29,7 +29,7 @@ class DispatchRun(NamedTuple):
     queue_id: int  # STOP_QUEUE: the record's queue id
     queue_offset: int  # STOP_QUEUE: the record's queue offset
     max_timestamp: int  # the largest store time applied, -1 when none was
-    seg_entries: int  # segment-index entries written to ``seg_out``
+    seg_entries: int  # segment-index entries in ``seg_out`` (a publish counts those there before it)
 
     @property
     def topic_pos(self) -> int:

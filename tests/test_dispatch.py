@@ -940,3 +940,72 @@ def test_run_returns_a_named_result_for_each_stop(dsp: Any) -> None:
     delay = record(SCHEDULE, props=b"DELAY\x013\x02")
     r = dsp.Dispatcher().run(delay, 0, 0, len(delay), False, False, 0, seg, seg_out)
     assert (r.stop, r.reason, r.done) == (L.STOP_SPECIAL, L.SPECIAL_FLAGS, 0)
+
+
+def test_publish_dispatches_what_is_appended_at_its_armed_position_as_run_would(dsp: Any) -> None:
+    """Dispatcher.arm / publish / disarm (publish-on-put): an armed Dispatcher dispatches the
+    records appended at its position, one put (or batch) at a time, into the same units and
+    segment-index entries one run over them writes; it says 0 for records dispatched before and -1
+    (nothing written) when not armed, for another file, or for records past its position; a stop (a
+    queue to bind) makes every publish -1 until disarm, which reports it."""
+    from rmqcore import layout as L
+
+    F = 1 << 20  # the CommitLog file's first offset
+    recs, at = [], 0
+    for i in range(4):
+        r = record(b"TopicQ", queue_id=3, queue_offset=i, store_timestamp=1_700_000_000_000 + 10 * i,
+                   props=b"TAGS\x01t%d\x02KEYS\x01k%d\x02" % (i, i))
+        recs.append((at, r))
+        at += len(r)
+    buf = bytearray(8192)
+    for p, r in recs:
+        buf[p : p + len(r)] = r
+    ends = [p + len(r) for p, r in recs]
+
+    def fresh(cols: int = 8) -> tuple[Any, bytearray, np.ndarray, np.ndarray]:
+        d = dsp.Dispatcher()
+        cq = bytearray(20 * 8)
+        d.bind_queue(b"TopicQ", 3, cq, 0, 0, 0, -1)
+        seg = np.zeros(10, dtype=np.int64)
+        seg[7], seg[9] = 1, 1  # an entry before every record after the first
+        return d, cq, seg, np.full((4, cols), -7, dtype=np.int64)
+
+    d, cq, seg, seg_out = fresh()
+    assert d.published == -1 and d.disarm() is None
+    assert d.publish(buf, F, 0, ends[0]) == -1  # not armed
+    d.arm(F, F, False, seg, seg_out)
+    with pytest.raises(ValueError):
+        d.arm(F, F, False, seg, seg_out)
+    assert d.published == F
+    assert d.publish(buf, F, ends[0], ends[1]) == -1  # record 0 is not dispatched: not this one either
+    assert d.publish(buf, 2 * F, 0, ends[0]) == -1  # another file
+    assert bytes(cq) == bytes(len(cq)) and d.published == F  # nothing written
+    assert d.publish(buf, F, 0, ends[0]) == 1
+    assert d.published == F + ends[0]
+    assert d.publish(buf, F, 0, ends[0]) == 0  # dispatched already
+    assert d.publish(buf, F, ends[0], ends[3]) == 1  # a batch of three
+    assert d.disarm() == (F + ends[3], 3, 1_700_000_000_030, L.STOP_NONE, 0)
+    assert d.publish(buf, F, ends[3], ends[3]) == -1 and d.published == -1
+
+    d2, cq2, seg2, seg_out2 = fresh()
+    r = d2.run(buf, F, 0, ends[3], False, False, 0, seg2, seg_out2)
+    assert (r.done, r.seg_entries) == (4, 3)
+    assert bytes(cq) == bytes(cq2) and np.array_equal(seg, seg2) and np.array_equal(seg_out, seg_out2)
+
+    # a record of a queue not bound: declined, nothing written, and so is every publish after it
+    z = record(b"TopicZ", queue_id=0, queue_offset=0, store_timestamp=1_700_000_000_100)
+    buf[ends[3] : ends[3] + len(z)] = z
+    d.arm(F, F + ends[3], False, seg, seg_out)
+    assert d.publish(buf, F, ends[3], ends[3] + len(z)) == -1
+    assert d.publish(buf, F, ends[3], ends[3] + len(z)) == -1
+    pos, nseg, max_ts, stop, arg = d.disarm()  # type: ignore[misc]
+    assert (pos, nseg, max_ts, stop) == (F + ends[3], 0, -1, L.STOP_QUEUE)
+    assert bytes(buf[arg : arg + 6]) == b"TopicZ"
+    assert bytes(cq) == bytes(cq2)
+
+    # no room in seg_out for the entries the records may make: declined before anything is written
+    d3, cq3, seg3, seg_out3 = fresh(cols=1)
+    d3.arm(F, F, False, seg3, seg_out3)
+    assert d3.publish(buf, F, 0, ends[3]) == -1
+    assert d3.disarm() == (F, 0, -1, L.STOP_SEG, 0)
+    assert bytes(cq3) == bytes(len(cq3))

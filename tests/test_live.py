@@ -348,6 +348,20 @@ def test_a_bad_wait_is_a_config_error(tmp_path: Path, impl: SimpleNamespace, bad
             s.get_messages("g", "T", 0, 0, wait=bad)
 
 
+def test_a_wait_ends_on_the_put_that_publishes_its_unit(tmp_path: Path, impl: SimpleNamespace) -> None:
+    """No reput thread under ``dispatch="put"``: the put publishes its unit and wakes the waiter."""
+    with _store(tmp_path, impl, dispatch="put") as s:
+        s.put("T", b"x", 0)
+        t, out = _in_thread(functools.partial(s.get_messages, "g", "T", 0, 1, wait=60.0))
+        _until(lambda: s._notify._inside == 1)  # type: ignore[union-attr]
+        t0 = time.monotonic()
+        s.put("T", b"y", 0)
+        t.join(30)
+        assert time.monotonic() - t0 < 30
+        r = out["result"]
+        assert r.status == GetStatus.FOUND and [m.body for m in r.messages] == [b"y"]
+
+
 def test_waiting_where_nothing_could_end_it_is_a_config_error(tmp_path: Path, impl: SimpleNamespace) -> None:
     with _store(tmp_path, impl, dispatch="inline") as s:
         s.put("T", b"x", 0)
@@ -709,3 +723,55 @@ def test_the_follower_accepts_a_broker_unit_only_when_its_record_says_so(tmp_pat
             assert fl._checked_end(cq, mf) == 20
             wm[20:40] = UNIT.pack(off, size, tags)
             assert fl._checked_end(cq, mf) == 60
+
+
+# -- publish-on-put (dispatch="put") -----------------------------------------------------------------------
+def _derived_files(root: Path) -> list[tuple[str, bytes]]:
+    """Consume-queue files by path, index files in order (their names are wall-clock times)."""
+    cqs = sorted((str(p.relative_to(root)), p.read_bytes()) for p in (root / "consumequeue").rglob("*")
+                 if p.is_file())
+    index = [("index", p.read_bytes()) for p in sorted((root / "index").iterdir())]
+    return cqs + index
+
+
+def test_each_put_publishes_its_record_to_a_follower_and_writes_the_files_dispatch_writes(
+        tmp_path: Path, impl: SimpleNamespace) -> None:
+    """Under ``dispatch="put"`` a follower sees every put at once, the writer making no dispatch
+    call and no read, across new queues, consume-queue, index and CommitLog file rolls (the
+    records the armed Dispatcher declines, the put dispatches itself); the consume-queue and
+    index files are byte for byte those ``dispatch="inline"`` writes for the same puts."""
+    clock = [1_700_000_000_000]
+    geom = dict(commitlog_file_size=16 * 1024, cq_file_size=20 * 40, index_slots=11, index_entries=150,
+                index_interval_bytes=512, clock=lambda: clock[0])
+    model: dict[tuple[str, int], list[bytes]] = {}
+    with _store(tmp_path / "put", impl, dispatch="put", **geom) as w, \
+            _store(tmp_path / "inline", impl, dispatch="inline", **geom) as ref:
+        w.put("T", b"first", 0)
+        ref.put("T", b"first", 0)
+        model[("T", 0)] = [b"first"]
+        with _follower(tmp_path / "put", impl) as f:
+            for i in range(400):
+                clock[0] += i % 3
+                topic, q = ("T", "U")[i % 2], i % 3
+                body = b"%04d" % i + b"z" * (i % 97)
+                for s in (w, ref):
+                    s.put(topic, body, q, keys=f"k{i} j{i % 7}", tags=f"t{i % 4}")
+                lst = model.setdefault((topic, q), [])
+                lst.append(body)
+                if i % 37 == 0:  # the follower sees it now: the writer made no call but the puts
+                    r = f.get_messages("g", topic, q, len(lst) - 1, 1)
+                    assert [m.body for m in r.messages] == [body]
+            assert w.dispatch_lag == 0  # published by the puts ...
+            assert w._dispatch.reput_from_offset < w.commitlog.max_offset  # ... not by a dispatch call
+            assert len(w.commitlog.queue.files) > 3
+            for (topic, q), bodies in model.items():
+                got, off = [], 0
+                while off < len(bodies):
+                    r = f.get_messages("g", topic, q, off, 32)
+                    assert r.status == GetStatus.FOUND
+                    got += [m.body for m in r.messages]
+                    off = r.next_begin_offset
+                assert got == bodies
+            assert [m.body for m in w.query_by_key("U", "k399")] == [model[("U", 0)][-1]]
+    assert _derived_files(tmp_path / "put") == _derived_files(tmp_path / "inline")
+    assert len([n for n, _ in _derived_files(tmp_path / "put") if n == "index"]) > 1

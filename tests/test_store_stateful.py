@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -29,9 +30,10 @@ GEOM = dict(commitlog_file_size=8192, cq_file_size=CQ_UNITS * 20, index_slots=7,
 
 
 class StoreMachine(RuleBasedStateMachine):
-    def __init__(self, impl: str) -> None:
+    def __init__(self, impl: str, dispatch: str = "auto") -> None:
         super().__init__()
         self.impl = impl
+        self.dispatch = dispatch
 
     @initialize()
     def setup(self) -> None:
@@ -44,7 +46,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.n = 0
 
     def _open(self) -> MessageStore:
-        return MessageStore(self.dir, impl=self.impl, clock=lambda: self.clock[0], **GEOM)
+        return MessageStore(self.dir, impl=self.impl, clock=lambda: self.clock[0], dispatch=self.dispatch, **GEOM)
 
     def teardown(self) -> None:
         if hasattr(self, "store"):
@@ -145,6 +147,22 @@ class StoreMachine(RuleBasedStateMachine):
         self.store.commit_offset(group, key[0], key[1], off)
         self.offsets[(group, key[0], key[1])] = off
 
+    @precondition(lambda self: self.dispatch == "put" and self.n > 0)
+    @rule(data=st.data())
+    def follower_reads(self, data) -> None:
+        """``dispatch="put"``: a follower sees every put of a queue, whatever the writer did before
+        (published by the puts themselves, or dispatched by a read or a put's own dispatch)."""
+        key = data.draw(st.sampled_from(sorted(self.queues)))
+        lst = self.queues[key]
+        with MessageStore(self.dir, read_only=True, follow=True, impl=self.impl) as f:
+            got, off = [], 0
+            while off < len(lst):
+                r = f.get_messages("g", key[0], key[1], off, 32)
+                assert r.status == GetStatus.FOUND
+                got += [m.body for m in r.messages]
+                off = r.next_begin_offset
+        assert got == [b for b, _t, _k, _o in lst]
+
     @rule()
     def reopen(self) -> None:
         self.store.close()
@@ -160,11 +178,14 @@ class StoreMachine(RuleBasedStateMachine):
             assert self.store.fetch_offset(g, t, q) == off
 
 
-def test_store_state_machine(impl: SimpleNamespace) -> None:
+@pytest.mark.parametrize("dispatch", ["auto", "put"])
+def test_store_state_machine(impl: SimpleNamespace, dispatch: str) -> None:
     """Once per implementation through the ``impl`` fixture: the native run fails (never skips) when
-    the extension is missing, and each run builds its own machines (no class attribute changes)."""
+    the extension is missing, and each run builds its own machines (no class attribute changes).
+    ``dispatch="put"``: each put publishes its record, and a follower checks what it sees."""
+    examples = 25 if impl.name == "pure" else 40
     run_state_machine_as_test(
-        lambda: StoreMachine(impl.name),
-        settings=settings(max_examples=25 if impl.name == "pure" else 40, stateful_step_count=35,
+        lambda: StoreMachine(impl.name, dispatch),
+        settings=settings(max_examples=examples if dispatch == "auto" else examples // 2, stateful_step_count=35,
                           deadline=None),
     )

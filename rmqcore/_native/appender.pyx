@@ -41,11 +41,6 @@ cdef extern from "rmq_endian.h" nogil:
     void rmq_publish_i64(int64_t *p, int64_t v)
     int64_t rmq_observe_i64(const int64_t *p)
 
-cdef extern from "rmq_notify.h" nogil:
-    # after a new end is published: wake the reput thread if it flagged itself asleep on ``slot``
-    # and a reader waits (``waits`` nonzero; NULL: always)
-    void rmq_notify_poke_wanted(unsigned char *slot, const uint32_t *waits)
-
 cdef extern from *:
     """
     #include "rmq_endian.h"
@@ -273,6 +268,9 @@ cdef class _Queues:
         return out
 
 
+include "appender_tell.pxi"
+
+
 cdef class Appender:
     """Append records into the CommitLog's current file (see ``rmqcore._pure.appender.Appender``)."""
 
@@ -307,10 +305,7 @@ cdef class Appender:
     cdef const int64_t *_gil_req
     cdef object _gil_obj  # the request array, for a put to hold while it waits on it
     cdef int64_t _gil_seen
-    cdef Py_buffer _wake_view  # held while _wake points into it
-    cdef unsigned char *_wake
-    cdef Py_buffer _waits_view  # held while _waits points into it
-    cdef const uint32_t *_waits
+    cdef _Tell _tell  # whom an append tells: the reput thread's wake slot, a publishing Dispatcher
     cdef readonly object hints  # int64[HINT_CAPACITY, HINT_FIELDS], read-only to Python
     cdef readonly object hint_head  # int64[1]: hints written
     cdef int64_t *_ring
@@ -323,8 +318,7 @@ cdef class Appender:
         self._last_topic = _NO_TOPIC  # no argument is this object
         self._has_view = False
         self._gil_req = NULL
-        self._wake = NULL
-        self._waits = NULL
+        self._tell = _Tell()
         if pthread_mutex_init(&self._mutex, NULL) != 0:
             raise MemoryError()
         self._mutex_ok = True
@@ -364,7 +358,6 @@ cdef class Appender:
         if self._gil_req != NULL:
             self._gil_req = NULL
             PyBuffer_Release(&self._gil_view)
-        self._drop_wake()
 
     # -- lock ---------------------------------------------------------------------------------------
     cdef inline void _acquire(self) noexcept:
@@ -404,32 +397,11 @@ cdef class Appender:
 
     def set_wake(self, wake, waits=None):
         """See the pure twin."""
-        cdef Py_buffer view, wview
-        if wake is None and waits is not None:
-            raise ValueError("waits without a wake slot")
-        if wake is not None:
-            _u32_words(wake, &view, 2, PyBUF_WRITABLE, "wake must be a writable uint32[2]")
-        if waits is not None:
-            try:
-                _u32_words(waits, &wview, 1, 0, "waits must be a uint32[1]")
-            except BaseException:
-                PyBuffer_Release(&view)
-                raise
-        self._drop_wake()
-        if wake is not None:
-            self._wake_view = view
-            self._wake = <unsigned char *>view.buf
-        if waits is not None:
-            self._waits_view = wview
-            self._waits = <const uint32_t *>wview.buf
+        self._tell.set_wake(wake, waits)
 
-    cdef void _drop_wake(self) noexcept:
-        if self._waits != NULL:
-            self._waits = NULL
-            PyBuffer_Release(&self._waits_view)
-        if self._wake != NULL:
-            self._wake = NULL
-            PyBuffer_Release(&self._wake_view)
+    def set_publisher(self, dispatcher, fallback=None):
+        """See the pure twin. ``dispatcher`` is a native ``Dispatcher`` (its ``publisher`` hook)."""
+        self._tell.set_publisher(dispatcher, fallback)
 
     cdef inline void _yield_gil(self) noexcept:
         # the pointer and the array it points into are taken while the GIL is held: another thread
@@ -572,6 +544,7 @@ cdef class Appender:
         cdef int64_t th = -1, h_tags = 0, h_key = 0, h_nk = 0
         cdef int key_scan = 0  # rmq_keys_scan of keys: 2 when it holds a ' '
         cdef bint fast = False, hint
+        cdef int64_t pub = 1
 
         # topic (validated once per distinct topic by the rules)
         if topic is self._last_topic:
@@ -708,20 +681,21 @@ cdef class Appender:
                     self._nhints += 1
                     rmq_publish_i64(self._hint_head, self._nhints)
                 rmq_publish_i64(self._live, self._from + self._pos)
-                if self._wake != NULL:
-                    rmq_notify_poke_wanted(self._wake, self._waits)
                 if qt is not None:
                     qt.put(m.queue_id, qoff + 1)
-                r = AppendResult.__new__(AppendResult)
-                r.physical_offset = self._from + pos
-                r.size = size
-                r.queue_offset = qoff
-                r.store_timestamp = ts
-                r._addr = sa
-                r._port = m.store_port
-                return r
+                pub = self._tell.appended(<const unsigned char *>self._view.buf, self._view.len, self._from, pos,
+                                          self._pos)
             finally:
                 self._release()
+            self._tell.declined(pub)
+            r = AppendResult.__new__(AppendResult)
+            r.physical_offset = m.physical_offset
+            r.size = size
+            r.queue_offset = qoff
+            r.store_timestamp = ts
+            r._addr = sa
+            r._port = m.store_port
+            return r
         finally:
             if has_bview:
                 PyBuffer_Release(&bview)
@@ -732,6 +706,7 @@ cdef class Appender:
         length against ``max_message_size``, then places and writes it)."""
         cdef Py_ssize_t n = len(bodies), i, ln, longest = 0
         cdef _Queues qt
+        cdef int64_t pub = 1
         for i in range(n):
             b = bodies[i]
             ln = PyBytes_GET_SIZE(b) if PyBytes_CheckExact(b) else len(b)
@@ -767,12 +742,14 @@ cdef class Appender:
             self._pos = pos + total
             self._set_wrote(mf, self._pos)
             rmq_publish_i64(self._live, self._from + self._pos)
-            if self._wake != NULL:
-                rmq_notify_poke_wanted(self._wake, self._waits)
             qt.put(queue_id, qoff + cnt)
-            return BatchAppendResult(self._from + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)
+            pub = self._tell.appended(<const unsigned char *>self._view.buf, self._view.len, self._from, pos,
+                                      self._pos)
+            r = BatchAppendResult(self._from + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)
         finally:
             self._release()
+        self._tell.declined(pub)
+        return r
 from .._pure.appender import BatchAppendResult  # one Python class serves both twins
 
 

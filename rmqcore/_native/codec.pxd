@@ -12,6 +12,7 @@ cdef extern from "rmq_codec.h" nogil:
     int RMQ_ST_BAD_SIZE
     int RMQ_ST_BAD_CRC
     int RMQ_BLANK_SIZE
+    int RMQ_MIN_RECORD_SIZE
     int RMQ_MAX_PROPERTIES_LEN
     int RMQ_FLAG_BORNHOST_V6
     int RMQ_FLAG_STOREHOST_V6

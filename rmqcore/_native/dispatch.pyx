@@ -8,10 +8,11 @@ GIL); this module checks arguments once and maps the one error status to ValueEr
 taken as typed memoryviews (one acquisition per batch); any int64 buffer with strides that are
 multiples of 8 bytes works (numpy arrays, views, Fortran order).
 
-One extension module in four files (``include``, so the per-record steps stay inline in the run
+One extension module in five files (``include``, so the per-record steps stay inline in the run
 loop): this one (the stateless kernels and the C they call), ``dispatch_bind.pxi`` (the consume-queue
 files, index file and hint ring a Dispatcher binds), ``dispatch_handoff.pxi`` (GIL hand-off, wake
-slot, naps, following a live writer) and ``dispatch_run.pxi`` (the Dispatcher and its run loop).
+slot, naps, following a live writer), ``dispatch_publish.pxi`` (publish-on-put: what an armed
+Dispatcher holds) and ``dispatch_run.pxi`` (the Dispatcher and its run loop).
 """
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
@@ -21,7 +22,7 @@ rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
 from ..kernel_results import DispatchRun
 from ..layout import (D_FLAGS, D_KEYS_COUNT, D_KEYS_START, D_TAGS_CODE, DF_BAD_UTF8, DF_SCHEDULE, DISPATCH_ROWS,
-                      HINT_CAPACITY, HINT_FIELDS, NCOLUMNS, SELECT_FOUND, SELECT_NO_MATCH, SELECT_REMOVING,
+                      HINT_CAPACITY, HINT_FIELDS, MIN_RECORD_SIZE, NCOLUMNS, SELECT_FOUND, SELECT_NO_MATCH, SELECT_REMOVING,
                       SPECIAL_FLAGS, SPECIAL_KEYS, SPECIAL_QUEUE_POS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK,
                       ST_END, ST_MSG, ST_TORN, STOP_INDEX, STOP_NONE, STOP_QUEUE, STOP_SEG, STOP_SPECIAL)
 from ..wire import SCHEDULE_TOPIC
@@ -34,8 +35,9 @@ __all__ = ["dispatch_batch", "sparse_points", "select_units", "SELECT_NO_MATCH",
 
 # the record statuses and batch columns are the codec's (rmq_dispatch.h includes rmq_codec.h)
 from .codec cimport (RMQ_C_POSITION, RMQ_C_QUEUE_ID, RMQ_C_QUEUE_OFFSET, RMQ_C_SIZE, RMQ_C_STORE_TIMESTAMP,
-                     RMQ_C_SYS_FLAG, RMQ_C_TOPIC_LEN, RMQ_C_TOPIC_POS, RMQ_NCOLUMNS, RMQ_ST_BAD_CRC,
-                     RMQ_ST_BAD_MAGIC, RMQ_ST_BAD_SIZE, RMQ_ST_BLANK, RMQ_ST_END, RMQ_ST_MSG, RMQ_ST_TORN)
+                     RMQ_C_SYS_FLAG, RMQ_C_TOPIC_LEN, RMQ_C_TOPIC_POS, RMQ_MIN_RECORD_SIZE, RMQ_NCOLUMNS,
+                     RMQ_ST_BAD_CRC, RMQ_ST_BAD_MAGIC, RMQ_ST_BAD_SIZE, RMQ_ST_BLANK, RMQ_ST_END, RMQ_ST_MSG,
+                     RMQ_ST_TORN)
 
 
 cdef extern from "rmq_dispatch.h" nogil:
@@ -81,11 +83,12 @@ if ((RMQ_ST_MSG, RMQ_ST_END, RMQ_ST_BLANK, RMQ_ST_TORN, RMQ_ST_BAD_MAGIC, RMQ_ST
      RMQ_NCOLUMNS, RMQ_DISPATCH_NROWS, RMQ_D_TAGS_CODE, RMQ_D_FLAGS, RMQ_D_KEYS_START, RMQ_D_KEYS_COUNT,
      RMQ_DF_SCHEDULE, RMQ_DF_BAD_UTF8, RMQ_HINT_CAPACITY, RMQ_HINT_FIELDS, RMQ_STOP_NONE, RMQ_STOP_QUEUE,
      RMQ_STOP_SPECIAL, RMQ_STOP_INDEX, RMQ_STOP_SEG, RMQ_SPECIAL_FLAGS, RMQ_SPECIAL_QUEUE_POS, RMQ_SPECIAL_KEYS,
-     RMQ_SELECT_NO_MATCH, RMQ_SELECT_FOUND, RMQ_SELECT_REMOVING)
+     RMQ_SELECT_NO_MATCH, RMQ_SELECT_FOUND, RMQ_SELECT_REMOVING, RMQ_MIN_RECORD_SIZE)
         != (ST_MSG, ST_END, ST_BLANK, ST_TORN, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BAD_CRC, NCOLUMNS,
             DISPATCH_ROWS, D_TAGS_CODE, D_FLAGS, D_KEYS_START, D_KEYS_COUNT, DF_SCHEDULE, DF_BAD_UTF8,
             HINT_CAPACITY, HINT_FIELDS, STOP_NONE, STOP_QUEUE, STOP_SPECIAL, STOP_INDEX, STOP_SEG,
-            SPECIAL_FLAGS, SPECIAL_QUEUE_POS, SPECIAL_KEYS, SELECT_NO_MATCH, SELECT_FOUND, SELECT_REMOVING)):
+            SPECIAL_FLAGS, SPECIAL_QUEUE_POS, SPECIAL_KEYS, SELECT_NO_MATCH, SELECT_FOUND, SELECT_REMOVING,
+            MIN_RECORD_SIZE)):
     raise ImportError("csrc/rmq_dispatch.h disagrees with rmqcore/layout.py")
 if (<bytes>RMQ_SCHEDULE_TOPIC).decode("ascii") != SCHEDULE_TOPIC:
     raise ImportError("csrc/rmq_dispatch.h's RMQ_SCHEDULE_TOPIC disagrees with rmqcore/wire.py")
@@ -343,4 +346,5 @@ def select_units(buf, int64_t pos, int64_t n, int64_t offset, int64_t max_msgs, 
 
 include "dispatch_bind.pxi"
 include "dispatch_handoff.pxi"
+include "dispatch_publish.pxi"
 include "dispatch_run.pxi"

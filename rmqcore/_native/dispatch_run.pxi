@@ -54,6 +54,7 @@ cdef class Dispatcher:
     cdef _Index _ix  # the last index file
     cdef _Hints _hints  # the writer's hint ring
     cdef _Handoff _h  # GIL hand-off words, wake slot, naps
+    cdef _Pub _p  # publish-on-put (arm)
     cdef int64_t *_cols  # scratch of one scan: CHUNK records' columns, dispatch rows, key hashes
     cdef int64_t *_disp
     cdef int64_t *_keys
@@ -64,6 +65,7 @@ cdef class Dispatcher:
         memset(&self._ix, 0, sizeof(_Index))
         memset(&self._hints, 0, sizeof(_Hints))
         memset(&self._h, 0, sizeof(_Handoff))
+        memset(&self._p, 0, sizeof(_Pub))
         self._hints.cap = CHUNK
         self.hinted = 0
         self._cols = <int64_t *>malloc(NCOLUMNS * CHUNK * sizeof(int64_t))
@@ -73,6 +75,7 @@ cdef class Dispatcher:
             raise MemoryError()
 
     def __dealloc__(self):
+        _pub_release(&self._p)
         self.set_signals(None, None)
         self.set_hints(None, None)
         self.set_notify(None)
@@ -169,6 +172,85 @@ cdef class Dispatcher:
         each ``wrote`` is one the queue held (read for warm-ahead; an idle store lists nothing)."""
         return _q_moved(&self._q)
 
+    # -- publish-on-put (see the pure twin) ----------------------------------------------------------
+    def arm(self, int64_t file_from, int64_t pos, bint index_on, seg, seg_out):
+        """See the pure twin. ``seg`` and ``seg_out`` stay exported until ``disarm``."""
+        cdef _Pub *p = &self._p
+        if p.state != PUB_OFF:
+            raise ValueError("the dispatcher is armed already (disarm first)")
+        if pos < file_from:
+            raise ValueError(f"position {pos} before the file at {file_from}")
+        _i64_buffer(seg, &p.seg_view, 1, True, "seg")
+        try:
+            _i64_buffer(seg_out, &p.out_view, 2, True, "seg_out")
+        except BaseException:
+            PyBuffer_Release(&p.seg_view)
+            raise
+        if p.seg_view.shape[0] < SEG_FIELDS or p.out_view.shape[0] < 4:
+            PyBuffer_Release(&p.out_view)
+            PyBuffer_Release(&p.seg_view)
+            raise ValueError(f"seg needs {SEG_FIELDS} fields and seg_out 4 rows")
+        p.seg, p.seg_len = <int64_t *>p.seg_view.buf, p.seg_view.shape[0]
+        p.so, p.seg_cap = <int64_t *>p.out_view.buf, p.out_view.shape[1]
+        p.file_from, p.pos, p.index_on = file_from, pos, index_on
+        p.nseg, p.max_ts, p.stop, p.arg = 0, -1, RMQ_STOP_NONE, 0
+        p.state = PUB_ARMED
+
+    def disarm(self):
+        """See the pure twin."""
+        cdef _Pub *p = &self._p
+        if p.state == PUB_OFF:
+            return None
+        out = (p.pos, p.nseg, p.max_ts, p.stop, p.arg)
+        _pub_release(p)
+        return out
+
+    @property
+    def published(self):
+        """Where the records before are dispatched, as far as publishes know (-1: not armed)."""
+        return self._p.pos if self._p.state != PUB_OFF else -1
+
+    def publish(self, buf, int64_t file_from, int64_t pos, int64_t end):
+        """See the pure twin (the native Appender calls the C behind this, ``publisher``)."""
+        cdef Py_buffer bv
+        _get_buffer(buf, &bv, PyBUF_SIMPLE)
+        try:
+            return self._publish(<const unsigned char *>bv.buf, bv.len, file_from, pos, end)
+        finally:
+            PyBuffer_Release(&bv)
+
+    def publisher(self):
+        """A capsule of the C function ``Appender.set_publisher`` calls after each append."""
+        return PyCapsule_New(<void *>_publish_hook, b"rmqcore.dispatch.publish", NULL)
+
+    cdef int64_t _publish(self, const unsigned char *base, int64_t n, int64_t file_from, int64_t pos,
+                          int64_t end) except -2:
+        cdef _Pub *p = &self._p
+        cdef int64_t g = file_from + pos, interval, at, stop, a, max_ts, nseg
+        if p.state != PUB_ARMED or file_from != p.file_from:
+            return -1
+        if g != p.pos:
+            return 0 if file_from + end <= p.pos else -1
+        if pos < 0 or end < pos or end > n:
+            raise ValueError(f"range [{pos}, {end}) outside a buffer of {n} bytes")
+        # room for every entry the records may make: one at most per record, and per interval bytes
+        interval = p.seg[7] if p.seg[7] > RMQ_MIN_RECORD_SIZE else RMQ_MIN_RECORD_SIZE
+        if p.seg[9] != 0 and p.nseg + (end - pos) // interval + 1 > p.seg_cap:
+            p.state, p.stop, p.arg = PUB_DECLINED, RMQ_STOP_SEG, 0
+            return -1
+        _, at, _, stop, a, _, _, _, max_ts, nseg = self._run(
+            base, n, file_from, pos, end, False, p.index_on, 0, p.seg, p.seg_len, p.so, 4, p.seg_cap, NULL, 0, 0,
+            p.nseg, True)
+        p.nseg = nseg
+        if max_ts > p.max_ts:
+            p.max_ts = max_ts
+        if file_from + at > p.pos:
+            p.pos = file_from + at
+        if stop != RMQ_STOP_NONE or at < end:
+            p.state, p.stop, p.arg = PUB_DECLINED, stop, a
+            return -1
+        return 1
+
     # -- the run --------------------------------------------------------------------------------
     def run(self, buf, int64_t file_from, int64_t pos, int64_t limit, bint verify_crc, bint index_on,
             int64_t first_key, seg, seg_out, live=None, int64_t live_cap=0):
@@ -193,7 +275,7 @@ cdef class Dispatcher:
             return self._run(<const unsigned char *>bv.buf, bv.len, file_from, pos, limit, verify_crc, index_on,
                              first_key, <int64_t *>sv.buf, sv.shape[0], <int64_t *>ov.buf, ov.shape[0], ov.shape[1],
                              <const int64_t *>lv.buf if held == 4 else NULL,
-                             lv.shape[0] if held == 4 else 0, live_cap)
+                             lv.shape[0] if held == 4 else 0, live_cap, 0, False)
         finally:
             if held >= 4:
                 PyBuffer_Release(&lv)
@@ -207,7 +289,7 @@ cdef class Dispatcher:
     cdef object _run(self, const unsigned char *base, int64_t n, int64_t file_from, int64_t pos, int64_t limit,
                      bint verify_crc, bint index_on, int64_t first_key, int64_t *seg, int64_t seg_len,
                      int64_t *so, int64_t so_rows, int64_t seg_cap, const int64_t *lp, int64_t live_len,
-                     int64_t live_cap):
+                     int64_t live_cap, int64_t nseg0, bint keep_gil):
         cdef int64_t cnt, end_pos, nkeys, j, rpos, size, phys, sysf, tran, qid, tags, ts, r
         cdef int64_t done = 0, at = pos, stop = RMQ_STOP_NONE, a = 0, b = 0, c = 0, d = 0, max_ts = -1
         cdef int64_t s, tlen, last_s = -1, last_qid = -1
@@ -219,7 +301,7 @@ cdef class Dispatcher:
         cdef _Index *ix = &self._ix
         cdef _Hints *hn = &self._hints
         cdef _Handoff *h = &self._h
-        cdef int64_t nseg = 0
+        cdef int64_t nseg = nseg0  # entries already in so (a publish appends after them)
         cdef int seg_on
         cdef _Seg g
         cdef _Follow fw
@@ -243,7 +325,8 @@ cdef class Dispatcher:
         # or two (a put, then a read that dispatches it) keeps it: handing it to another thread and
         # waiting to get it back would cost more than the run
         # (the body below is nogil code: it calls no Python and raises nothing)
-        if lp != NULL or limit - at > GIL_KEEP_BYTES:
+        # (a publish keeps it whatever the length: nothing may run beside it, see arm)
+        if not keep_gil and (lp != NULL or limit - at > GIL_KEEP_BYTES):
             tstate = PyEval_SaveThread()
         while stop == RMQ_STOP_NONE:
             if at >= limit:

@@ -215,6 +215,8 @@ class Appender:
         self._hint_head.flags.writeable = False
         self._nhints = 0
         self._topic_hashes: dict[str, int] = {}
+        self._publish: Callable[[Any, int, int, int], int] | None = None  # set_publisher
+        self._pub_fallback: Callable[[], Any] | None = None
 
     hints = ReadOnly[Any]("_hints", "The dispatch hints ring, int64[HINT_CAPACITY, HINT_FIELDS] (read-only view).")
     hint_head = ReadOnly[Any]("_hint_head", "int64[1]: the hints written so far (read-only view).")
@@ -270,6 +272,27 @@ class Appender:
             if a.dtype != np.uint32 or a.shape != (1,):
                 raise ValueError("waits must be a uint32[1]")
         self._wake, self._waits = wake, waits
+
+    def set_publisher(self, dispatcher: Any, fallback: Callable[[], Any] | None = None) -> None:
+        """Publish-on-put: after each append (under the lock, so records go in the order they were
+        appended) hand the new records to ``dispatcher.publisher()`` (an armed ``Dispatcher``'s
+        ``publish``: it writes their consume-queue units and index entries and wakes the readers
+        waiting on their queues);
+        when it declines (-1: not armed, or a file to bind), call ``fallback()`` once the lock is let
+        go (the store's dispatch). None stops it."""
+        if dispatcher is None:
+            self._publish, self._pub_fallback = None, None
+            return
+        if not callable(fallback):
+            raise TypeError("fallback must be callable")
+        self._publish, self._pub_fallback = dispatcher.publisher(), fallback
+
+    def _published(self, r: int) -> None:
+        """After the lock is let go: a declined publish leaves the records to the store's dispatch."""
+        if r < 0:
+            fallback = self._pub_fallback
+            if fallback is not None:
+                fallback()
 
     def _woken(self) -> None:
         w = self._wake
@@ -434,7 +457,10 @@ class Appender:
             self._woken()
             if not no_queue:
                 self._queues[key] = qoff + 1
-            return AppendResult(mf.file_from_offset + pos, n, qoff, ts, sa, sp)
+            publish = self._publish
+            pub = 1 if publish is None else publish(mf.mm, mf.file_from_offset, pos, pos + n)
+        self._published(pub)
+        return AppendResult(mf.file_from_offset + pos, n, qoff, ts, sa, sp)
 
     def put_batch(
         self,
@@ -481,4 +507,7 @@ class Appender:
             self._live[0] = mf.file_from_offset + pos + total
             self._woken()
             self._queues[key] = qoff + cnt
-            return BatchAppendResult(mf.file_from_offset + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)
+            publish = self._publish
+            pub = 1 if publish is None else publish(mf.mm, mf.file_from_offset, pos, pos + total)
+        self._published(pub)
+        return BatchAppendResult(mf.file_from_offset + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import select
 import struct
+import threading
 import time
 from operator import index as _index
 from typing import Any
@@ -30,46 +31,12 @@ import numpy as np
 
 from ..kernel_results import DispatchRun
 from ..layout import (
-    C_POSITION,
-    C_PROPERTIES_LEN,
-    C_PROPERTIES_POS,
-    C_QUEUE_ID,
-    C_QUEUE_OFFSET,
-    C_SIZE,
-    C_STORE_TIMESTAMP,
-    C_SYS_FLAG,
-    C_TOPIC_LEN,
-    C_TOPIC_POS,
-    CQ_UNIT_FIELDS,
-    CQ_UNIT_SIZE,
-    D_FLAGS,
-    D_KEYS_COUNT,
-    D_KEYS_START,
-    D_TAGS_CODE,
-    DF_BAD_UTF8,
-    DF_SCHEDULE,
-    DISPATCH_ROWS,
-    H_SEQ,
-    HINT_CAPACITY,
-    HINT_FIELDS,
-    MAGIC_V1,
-    MAGIC_V2,
-    MIN_RECORD_SIZE,
-    NCOLUMNS,
-    SELECT_FOUND,
-    SELECT_NO_MATCH,
-    SELECT_REMOVING,
-    SPECIAL_FLAGS,
-    SPECIAL_KEYS,
-    SPECIAL_QUEUE_POS,
-    ST_END,
-    ST_MSG,
-    STOP_INDEX,
-    STOP_NONE,
-    STOP_QUEUE,
-    STOP_SEG,
-    STOP_SPECIAL,
-    TRANSACTION_MASK,
+    CQ_UNIT_FIELDS, CQ_UNIT_SIZE, C_POSITION, C_PROPERTIES_LEN, C_PROPERTIES_POS, C_QUEUE_ID, C_QUEUE_OFFSET,
+    C_SIZE, C_STORE_TIMESTAMP, C_SYS_FLAG, C_TOPIC_LEN, C_TOPIC_POS, D_FLAGS, D_KEYS_COUNT, D_KEYS_START,
+    D_TAGS_CODE, DF_BAD_UTF8, DF_SCHEDULE, DISPATCH_ROWS, H_SEQ, HINT_CAPACITY, HINT_FIELDS, MAGIC_V1,
+    MAGIC_V2, MIN_RECORD_SIZE, NCOLUMNS, SELECT_FOUND, SELECT_NO_MATCH, SELECT_REMOVING, SPECIAL_FLAGS,
+    SPECIAL_KEYS, SPECIAL_QUEUE_POS, ST_END, ST_MSG, STOP_INDEX, STOP_NONE, STOP_QUEUE, STOP_SEG,
+    STOP_SPECIAL, TRANSACTION_MASK,
 )
 from ..wire import SCHEDULE_TOPIC
 from . import codec as _codec
@@ -77,25 +44,9 @@ from . import notify as _notify
 from .hashing import index_key_hash, java_string_hash
 
 __all__ = [
-    "dispatch_batch",
-    "sparse_points",
-    "select_units",
-    "SELECT_NO_MATCH",
-    "SELECT_FOUND",
-    "SELECT_REMOVING",
-    "Dispatcher",
-    "STOP_NONE",
-    "STOP_QUEUE",
-    "STOP_SPECIAL",
-    "STOP_INDEX",
-    "STOP_SEG",
-    "DISPATCH_ROWS",
-    "D_TAGS_CODE",
-    "D_FLAGS",
-    "D_KEYS_START",
-    "D_KEYS_COUNT",
-    "DF_SCHEDULE",
-    "DF_BAD_UTF8",
+    "dispatch_batch", "sparse_points", "select_units", "SELECT_NO_MATCH", "SELECT_FOUND", "SELECT_REMOVING",
+    "Dispatcher", "STOP_NONE", "STOP_QUEUE", "STOP_SPECIAL", "STOP_INDEX", "STOP_SEG", "DISPATCH_ROWS",
+    "D_TAGS_CODE", "D_FLAGS", "D_KEYS_START", "D_KEYS_COUNT", "DF_SCHEDULE", "DF_BAD_UTF8",
 ]
 
 _SCHEDULE_TOPIC = SCHEDULE_TOPIC.encode("ascii")
@@ -388,6 +339,9 @@ class Dispatcher:
         self._notify: Any = None  # the notify buffer (set_notify)
         self._wake: Any = None  # the writer's wake slot (set_wake)
         self._pend: list[list[Any]] = []  # slots with units not yet announced
+        # publish-on-put (arm): [file_from, pos, index_on, seg, seg_out, nseg, max_ts, stop, arg, declined]
+        self._pub: list[Any] | None = None
+        self._pub_lock = threading.Lock()  # a publish, arm and disarm one at a time (this twin lets the GIL go)
 
     def set_signals(self, request: Any, wanted: Any) -> None:
         """Share two int64[1] words with the threads around a live run (either may be None):
@@ -595,8 +549,86 @@ class Dispatcher:
                 out.append((key[0], key[1], sl[3]))
         return out
 
+    # -- publish-on-put -------------------------------------------------------------------------------
+    def arm(self, file_from: int, pos: int, index_on: bool, seg: Any, seg_out: Any) -> None:
+        """Let ``publish`` dispatch the records a writer appends from global offset ``pos`` on, in
+        the CommitLog file at ``file_from``, as ``run`` would (``index_on``, segment-index state
+        ``seg``, entries into ``seg_out`` from column 0), each as soon as it is appended: the writer's
+        own thread publishes its units, with no run to wait for. The caller (the store's dispatch)
+        owns everything ``run`` needs and hands it over until ``disarm``; it disarms before any run
+        of its own and before it binds, unbinds or releases a file.
+
+        Raises:
+            ValueError: armed already, or ``seg``/``seg_out`` are not what ``run`` takes.
+        """
+        with self._pub_lock:
+            if self._pub is not None:
+                raise ValueError("the dispatcher is armed already (disarm first)")
+            if pos < file_from:
+                raise ValueError(f"position {pos} before the file at {file_from}")
+            _array_shape(seg, 1, "seg", contiguous=True)
+            _array_shape(seg_out, 2, "seg_out", contiguous=True)
+            if len(seg) < 10 or seg_out.shape[0] < 4:
+                raise ValueError("seg needs 10 fields and seg_out 4 rows")
+            self._pub = [int(file_from), int(pos), bool(index_on), seg, seg_out, 0, -1, STOP_NONE, 0, False]
+
+    def disarm(self) -> tuple[int, int, int, int, int] | None:
+        """End ``arm``: None when not armed, else ``(pos, nseg, max_ts, stop, arg)``: the global
+        offset the records before which are dispatched, the segment-index entries in ``seg_out``
+        (from column 0), the largest store time published (-1: none), and the stop a declined
+        publish met (``STOP_NONE`` when none) with its argument (``STOP_INDEX``: the key of the
+        record at ``pos`` to resume from)."""
+        with self._pub_lock:
+            p, self._pub = self._pub, None
+        if p is None:
+            return None
+        return p[1], p[5], p[6], p[7], p[8]
+
+    @property
+    def published(self) -> int:
+        """Where the records before are dispatched, as far as publishes know (-1: not armed)."""
+        p = self._pub
+        return -1 if p is None else int(p[1])
+
+    def publish(self, buf: Any, file_from: int, pos: int, end: int) -> int:
+        """Dispatch the records a writer just appended at ``[pos, end)`` of ``buf`` (the CommitLog
+        file at ``file_from``) as ``run`` would, announcing their units: 1 when done, 0 when they
+        were dispatched before, -1 when not (not armed, another file, records before them not
+        dispatched, or a stop: a queue or index file to bind, the general path, segment-index
+        entries with no room; after a stop every publish says -1 until ``disarm``): then the store
+        dispatches them (``run``). Runs on the writer's thread, under its lock."""
+        with self._pub_lock:
+            p = self._pub
+            if p is None or p[9] or file_from != p[0]:
+                return -1
+            g = file_from + pos
+            if g != p[1]:
+                return 0 if file_from + end <= p[1] else -1
+            seg, seg_out = p[3], p[4]
+            # room for every entry the records may make: one at most per record, and per interval bytes
+            if seg[9] and p[5] + (end - pos) // max(int(seg[7]), MIN_RECORD_SIZE) + 1 > seg_out.shape[1]:
+                p[7], p[8], p[9] = STOP_SEG, 0, True
+                return -1
+            r = self._run(buf, file_from, pos, end, False, p[2], 0, seg, seg_out, None, 0, p[5])
+            p[5] = r.seg_entries
+            p[6] = max(p[6], r.max_timestamp)
+            p[1] = max(p[1], file_from + r.at)
+            if r.stop != STOP_NONE or r.at < end:
+                p[7], p[8], p[9] = r.stop, r.arg, True
+                return -1
+            return 1
+
+    def publisher(self) -> Any:
+        """What ``Appender.set_publisher`` calls after each append: here ``publish`` (the native twin
+        gives a capsule of its C function)."""
+        return self.publish
+
     def run(self, buf: Any, file_from: int, pos: int, limit: int, verify_crc: bool, index_on: bool,
             first_key: int, seg: Any, seg_out: Any, live: Any = None, live_cap: int = 0) -> tuple[int, ...]:
+        return self._run(buf, file_from, pos, limit, verify_crc, index_on, first_key, seg, seg_out, live, live_cap, 0)
+
+    def _run(self, buf: Any, file_from: int, pos: int, limit: int, verify_crc: bool, index_on: bool,
+             first_key: int, seg: Any, seg_out: Any, live: Any, live_cap: int, nseg0: int) -> DispatchRun:
         from . import indexfile as _ix
 
         n = len(memoryview(buf))
@@ -615,7 +647,7 @@ class Dispatcher:
         keys = np.empty(_CHUNK * 8, dtype=np.int64)
         s_count, s_end, s_since, s_max, s_omax, s_mono, s_floor, s_interval, s_last_t, seg_on = (
             int(x) for x in seg[:10])
-        done, at, stop, args, max_ts, nseg, st = 0, pos, STOP_NONE, (0, 0, 0, 0), -1, 0, ST_MSG
+        done, at, stop, args, max_ts, nseg, st = 0, pos, STOP_NONE, (0, 0, 0, 0), -1, nseg0, ST_MSG
         seg_cap = seg_out.shape[1]
         gr = self._gil_req if live is not None else None
         if gr is not None:

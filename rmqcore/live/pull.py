@@ -37,11 +37,11 @@ def pull(store: MessageStore, group: str, topic: str, queue_id: int, offset: int
     store._check_open()
     f = store._follower
     waits: NotifyFile | _Poller | None = f.waits if f is not None else store._notify
-    if wait and (waits is None or (f is None and store._reput is None)):
+    if wait and (waits is None or (f is None and store._reput is None and not store._dispatch.publishing)):
         raise ConfigError(
             f"{store.store_dir}: nothing would end a wait here ("
             + ("opened read-only without follow=True" if store.read_only
-               else "dispatch='inline' has no reput thread")
+               else "dispatch='inline' has no reput thread, and its puts do not publish")
             + "); pull with wait=0")
     if wait and type(topic) is not str:
         raise ConfigError(f"topic must be a str to wait on its queue, not {type(topic).__name__}")

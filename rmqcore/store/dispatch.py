@@ -5,6 +5,10 @@ segment-index entries.
 ``Dispatch`` owns where dispatch is (``reput_from_offset``), the native ``Dispatcher`` and the files
 bound to it (each queue's writable file, pinned in the map pool; the last index file), the dispatch
 lock and the GIL hand-off words the reput thread (``reput.ReputService``) shares with the writers.
+Under ``dispatch="put"`` each put publishes its own record (``start_publishing``): between runs
+the Dispatcher is *armed* and the writer's append calls it, so the record's unit is written and its
+waiters (other processes' followers) woken in the put itself; the next run (a read, a put the
+Dispatcher declined, close) first takes over what the publishes did (``_adopt``).
 Records the native run leaves to Python (delay topic, invalid UTF-8, an out-of-order queue position)
 go through the general path: ``general_tags`` and ``apply_batch``, which Spark maintenance
 (``rebuild``, from the columns its tasks computed) writes through too, so the files they build are
@@ -25,7 +29,7 @@ from .. import layout as L
 from ..layout import ST_BLANK, ST_TORN, STOP_INDEX, STOP_NONE, STOP_QUEUE, STOP_SPECIAL
 from ..commitlog import raise_status
 from ..consumequeue import ConsumeQueue, put_grouped
-from ..errors import InvalidRecordError, InvalidTopicError, OffsetOutOfRangeError, StoreClosedError
+from ..errors import InvalidRecordError, InvalidTopicError, OffsetOutOfRangeError, RmqError, StoreClosedError
 from ..message import MessageExt, compute_tags_code
 from ..warmahead import Region, ahead_end, index_region
 from .queues import consume_queue
@@ -96,19 +100,103 @@ class Dispatch:
         self.bound: dict[tuple[bytes, int], tuple[ConsumeQueue, Any]] = {}
         self._bind_max = max(1, store._map_pool.budget // 2)
         self.bound_index: Any = None
+        self._publishing = False  # start_publishing: each put publishes its record (the Dispatcher armed)
+        self._armed_seg: Any = None  # the segment index of the file armed (its entries go in at _adopt)
+        self.publish_error: RmqError | None = None  # what the last declined publish's dispatch raised
+        self._retry_at, self._backoff = 0.0, 0.01  # ... and when a put may try again (_declined)
         if not store.read_only:  # what each put knows of its record: dispatch does not parse it again
             ap = store.commitlog._appender
             self.dispatcher.set_hints(ap.hints, ap.hint_head)
 
     def set_start(self, offset: int) -> None:
         """Recovery decided where dispatch starts."""
+        assert not self._publishing
         self.reput_from_offset = offset
         self.index_resume = (-1, 0)
         self.reput_pub[0] = offset
 
     @property
     def lag(self) -> int:
-        return max(0, self._store.commitlog.max_offset - self.reput_from_offset)
+        """CommitLog bytes not dispatched yet (what puts published counts as dispatched)."""
+        return max(0, self._store.commitlog.max_offset - max(self.reput_from_offset, int(self.dispatcher.published)))
+
+    # -- publish-on-put -----------------------------------------------------------------------------------
+    @property
+    def publishing(self) -> bool:
+        """Each put publishes its record (``start_publishing``)."""
+        return self._publishing
+
+    def start_publishing(self) -> None:
+        """``dispatch="put"``, once the store is open: each put publishes its record (its unit,
+        index entries, the wake-up of its queue's waiters) in the same call, through the armed
+        Dispatcher; a record it cannot (a queue or index file to bind or make, the general path,
+        another CommitLog file) is dispatched by the put itself through ``run``."""
+        with self.lock:
+            self._publishing = True
+            self._arm()
+        self._store.commitlog._appender.set_publisher(self.dispatcher, self._declined)
+
+    def stop_publishing(self) -> None:
+        """Close: puts publish no more, and what they published is taken over."""
+        if not self._publishing:
+            return
+        self._store.commitlog._appender.set_publisher(None)
+        with self.lock:
+            self._publishing = False
+            self._adopt()
+
+    def _declined(self) -> None:
+        """A put whose record the Dispatcher declined dispatches it here. The put stands (its record
+        is in the CommitLog), so an error does not end it: it is kept in ``publish_error`` and met
+        again by the next dispatch, a read's or close's, which raises it. While it stands, puts try
+        again after a backoff (10 ms, doubling up to 1 s, as the reput thread waits out a full disk),
+        not each time."""
+        now = time.monotonic()
+        if self.publish_error is not None and now < self._retry_at:
+            return
+        try:
+            self.run(None, False)
+        except RmqError as e:
+            self._backoff = min(2 * self._backoff, 1.0) if self.publish_error is not None else 0.01
+            self.publish_error, self._retry_at = e, now + self._backoff
+        else:
+            self.publish_error = None
+
+    def _adopt(self) -> None:
+        """Take over what publishes dispatched since ``_arm`` (the dispatch lock held): where
+        dispatch is, the queues' write positions, the segment-index entries, the store time."""
+        r = self.dispatcher.disarm()
+        if r is None:
+            return
+        pos, nseg, max_ts, stop, arg = r
+        seg, self._armed_seg = self._armed_seg, None
+        if nseg and seg is not None:
+            seg.add_entries(self._seg_out, nseg)
+        self._sync_queues()
+        if max_ts > self.last_dispatched_ts:
+            self.last_dispatched_ts = max_ts
+        if pos > self.reput_from_offset:
+            if self.bound_index is not None:
+                self.bound_index._dirty = True
+            self.reput_from_offset = pos
+            self.reput_pub[0] = pos
+            self.index_resume = (pos, arg) if stop == STOP_INDEX else (-1, 0)
+            if self._store._notify is not None:
+                self._store._notify.publish_dispatched(pos)
+
+    def _arm(self) -> None:
+        """Arm the Dispatcher for the records put from ``reput_from_offset`` on (the dispatch lock
+        held), when that is in the CommitLog's last file and no record is half indexed."""
+        s = self._store
+        off = self.reput_from_offset
+        mf = s.commitlog.queue.last()
+        if (not self._publishing or mf is None or self.index_resume[0] == off
+                or not mf.file_from_offset <= off < mf.file_end_offset):
+            return
+        seg = s.segindex.for_file(mf.file_from_offset) if s.segindex is not None else None
+        self.dispatcher.arm(mf.file_from_offset, off, s.index is not None,
+                            self._no_seg if seg is None else seg.state, self._seg_out)
+        self._armed_seg = seg
 
     def caught_up(self) -> None:
         """Read-your-writes: before a read, dispatch whatever was put since the last one (batched).
@@ -160,6 +248,8 @@ class Dispatch:
             reput = s._services.reput
             if reput is not None and reput.error is not None:
                 raise reput.error
+            if self.publish_error is not None:  # dispatch="put": a put's dispatch met it
+                raise self.publish_error
             if s._gate.sealed:
                 raise StoreClosedError(f"the store {s.store_dir} is closed")
             if time.monotonic() > deadline:
@@ -194,6 +284,15 @@ class Dispatch:
             self.lock.release()
 
     def _runs(self, limit: int | None, live: bool) -> int:
+        if not self._publishing:
+            return self._dispatch_runs(limit, live)
+        self._adopt()
+        try:
+            return self._dispatch_runs(limit, live)
+        finally:
+            self._arm()
+
+    def _dispatch_runs(self, limit: int | None, live: bool) -> int:
         s = self._store
         s._check_open()
         cl = s.commitlog
@@ -328,7 +427,9 @@ class Dispatch:
         self.bound_index = f
 
     def release(self) -> None:
-        """Let go of the files the dispatcher holds (before any of them is unmapped)."""
+        """Let go of the files the dispatcher holds (before any of them is unmapped); an armed
+        Dispatcher is disarmed (the next run arms it again)."""
+        self._adopt()
         self.dispatcher.release()
         for _cq, mf in self.bound.values():
             self._store._map_pool.pin(mf, False)

@@ -54,10 +54,13 @@ class StoreServices:
             lambda: 0, lambda: 1 << 62, self.flush_logics, cfg.flush_interval_consume_queue_ms, 0, 1 << 40)
 
     def start_dispatch(self) -> None:
-        """A writer's reput thread (not with ``dispatch="inline"``) and logics warm-ahead."""
+        """A writer's reput thread (not with ``dispatch="inline"`` or ``"put"``: with ``"put"`` each
+        put publishes its own record) and logics warm-ahead."""
         s = self._store
         cfg, d = s.config, s._dispatch
-        if cfg.dispatch != "inline":
+        if cfg.dispatch == "put":
+            d.start_publishing()
+        elif cfg.dispatch != "inline":
             assert s._notify is not None  # a writer's: opened before recovery
             self.reput = ReputService(d, s.commitlog._appender, s._notify)
             self.reput.start()
@@ -74,8 +77,8 @@ class StoreServices:
         return contextlib.nullcontext() if w is None else w.paused()
 
     def stop(self) -> None:
-        """Stop the reput thread (after its run), the flush services and the logics warm-ahead:
-        every one of them, even when stopping one raised (a flush service's kept error), which is
+        """Stop the reput thread (after its run) or the puts' publishing, the flush services and the
+        logics warm-ahead: every one of them, even when stopping one raised (a flush service's kept error), which is
         raised once all have stopped (no thread is left in a map the caller unmaps)."""
         with contextlib.ExitStack() as steps:  # callbacks run last-in first-out
             if self.logics_warmer is not None:  # before any file is unmapped
@@ -86,6 +89,9 @@ class StoreServices:
             reput, self.reput = self.reput, None
             if reput is not None:
                 reput.stop()
+            d = getattr(self._store, "_dispatch", None)
+            if d is not None:  # puts publish no more (inline)
+                d.stop_publishing()
 
     def _stop_logics_warmer(self) -> None:
         if self.logics_warmer is not None:

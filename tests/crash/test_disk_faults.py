@@ -66,22 +66,34 @@ def _check_every_key_once(s: MessageStore, n: int) -> None:
 def test_enospc_creating_a_logic_file_is_a_clear_error_and_dispatch_resumes(tmp_path: Path, impl, kind: str) -> None:
     """Index files are allocated through fileops like the other files (a sparse one would SIGBUS
     on a full disk at the first touch of an entry page); a failed creation of the next index or
-    consume-queue file keeps what dispatch did, and dispatch resumes once there is space."""
+    consume-queue file keeps what dispatch did, and dispatch resumes once there is space. Under
+    ``dispatch="put"`` the put whose record needs the file meets the error first: the put
+    stands, the error is kept (``wait_dispatched`` and the next dispatch raise it) and puts retry
+    after a backoff, not each time."""
     files = tmp_path / "index" if kind == "index" else tmp_path / "consumequeue" / "T" / "0"
     geom = INDEX_GEOM if kind == "index" else dict(INDEX_GEOM, cq_file_size=20 * 99, index_entries=1000)
     ops = FullFor(f"{tmp_path.name}/{kind}/")
     with fileops.use(ops):
-        s = MessageStore(tmp_path, impl=impl.name, dispatch="inline", **geom)
+        s = MessageStore(tmp_path, impl=impl.name, dispatch="put", **geom)
         for i in range(60):
             s.put("T", b"m%03d" % i, 0, keys=f"k{i}")
-        s.dispatch()
+        assert s.dispatch_lag == 0  # each put published its own record
         assert len(list(files.iterdir())) == 1
         ops.full = True
-        for i in range(60, 120):
+        for i in range(60, 99):
             s.put("T", b"m%03d" % i, 0, keys=f"k{i}")
-        with pytest.raises(DiskFullError):
-            s.dispatch()  # the first file holds 99 keys (units): the 100th needs a second one
+        assert ops.refused == 0 and s.dispatch_lag == 0
+        s.put("T", b"m099", 0, keys="k99")  # the first file holds 99 keys (units): the 100th needs a second one
+        assert ops.refused == 1 and isinstance(s._dispatch.publish_error, DiskFullError)
+        s._dispatch._retry_at = time.monotonic() + 60  # as after a longer backoff: no put retries now
+        for i in range(100, 120):
+            s.put("T", b"m%03d" % i, 0, keys=f"k{i}")  # the puts stand
         assert ops.refused == 1 and len(list(files.iterdir())) == 1
+        with pytest.raises(DiskFullError):
+            s.wait_dispatched(timeout=5)
+        with pytest.raises(DiskFullError):
+            s.dispatch()
+        assert ops.refused == 2 and len(list(files.iterdir())) == 1
         assert 0 < s.dispatch_lag  # stopped at the record that did not fit
         ops.full = False
         s.dispatch()

@@ -2,7 +2,8 @@
 
 A writer process puts numbered messages into two queues (the CommitLog and the consume queues
 roll often: small files), printing ACK after each put returns; it is killed at random moments and
-started again (its twin alternating), continuing after the last message the store holds. A
+started again (its twin and its dispatch alternating: a reput thread, or each put publishing its own
+record, ``dispatch="put"``), continuing after the last message the store holds. A
 follower process of each twin (``read_only=True, follow=True``) pulls both queues with waits
 throughout, checks each message's whole body (it is derived from its number: a torn or partial
 record would not match) and prints what it saw. At the end every follower saw each queue's
@@ -35,8 +36,8 @@ def body(i):
 WRITER = BODY + r"""
 import sys
 from rmqcore.store import MessageStore
-d, impl, final = sys.argv[1], sys.argv[2], sys.argv[3] == "final"
-s = MessageStore(d, impl=impl, GEOM)
+d, impl, final, dispatch = sys.argv[1], sys.argv[2], sys.argv[3] == "final", sys.argv[4]
+s = MessageStore(d, impl=impl, dispatch=dispatch, GEOM)
 nxt = 0
 for q in (0, 1):
     n = s.max_offset("T", q)
@@ -126,23 +127,26 @@ def _acks(out: str) -> set[int]:
 def test_followers_see_every_message_once_in_order_across_writer_kills(tmp_path: Path) -> None:
     rnd = random.Random(26)
     acked: set[int] = set()
-    writer = _start(WRITER, str(tmp_path), IMPLS[0], "run")  # makes the store (and its notify file)
+    # (twin, dispatch) of each writer in turn
+    kinds = [(impl, dispatch) for dispatch in ("auto", "put") for impl in IMPLS]
+    writer = _start(WRITER, str(tmp_path), kinds[0][0], "run", kinds[0][1])  # makes the store (and notify file)
     followers = {name: _start(FOLLOWER, str(tmp_path), name) for name in IMPLS}
     drains = {name: _drain(p) for name, p in followers.items()}
     kills = 0
     try:
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline or kills < 3:
+        while time.monotonic() < deadline or kills < len(kinds):
             time.sleep(rnd.uniform(0.05, 0.6))
             os.kill(writer.pid, signal.SIGKILL)
             out, _ = _finish(writer)
             kills += 1
             acked.update(_acks(out))
-            writer = _start(WRITER, str(tmp_path), IMPLS[kills % len(IMPLS)], "run")
+            impl, dispatch = kinds[kills % len(kinds)]
+            writer = _start(WRITER, str(tmp_path), impl, "run", dispatch)
         os.kill(writer.pid, signal.SIGKILL)
         out, _ = _finish(writer)
         acked.update(_acks(out))
-        final = _start(WRITER, str(tmp_path), IMPLS[-1], "final")  # 20 more, then END on each queue, closed
+        final = _start(WRITER, str(tmp_path), IMPLS[-1], "final", "put")  # 20 more, then END on each queue
         out, err = _finish(final)
         assert "DONE" in out, err
         acked.update(_acks(out))
@@ -169,4 +173,4 @@ def test_followers_see_every_message_once_in_order_across_writer_kills(tmp_path:
             if p.poll() is None:
                 p.kill()
                 p.communicate()
-    assert kills >= 3 and len(acked) > 100
+    assert kills >= len(kinds) and len(acked) > 100
