@@ -12,8 +12,11 @@ Run: ``python bench/bench_live.py`` (all three; ``--help`` for the knobs), e.g.
   (``MessageStore(read_only=True, follow=True)``) pulls with ``wait=`` and stamps each batch as it
   gets it. Reported: p50, p99, p99.9, max (us), the rate the writer achieved, how late the writer's
   own puts returned after their due times (``writer_late_p50_us``, ``_p99_us``: a latency no follower
-  can beat), and the follower's
-  CPU time per second of the run (``follower_cpu``: what its waits' spinning costs, ``--wait-spin``).
+  can beat), the latency from each put's return to the follower's pull (``deliver_p50_us``,
+  ``_p99_us``: the store's part, the writer's lateness taken out), how late the same paced loop runs
+  with no store at all, just before (``host_late_p99_us``: what this host allows a Python loop
+  keeping that cadence), and the follower's CPU time per second of the run (``follower_cpu``: what
+  its waits' spinning costs, ``--wait-spin``).
   The writer's own dispatch publishes the units: its reput thread (``--writer-dispatch auto``, the default;
   between puts the writer spins in Python holding the GIL, which the reput thread needs between
   its runs), its put loop calling ``dispatch()`` after each put (``inline``), or each put itself
@@ -94,6 +97,26 @@ def _pin(cpu: int | None) -> set[int] | None:
 
 
 # -- latency across processes -------------------------------------------------------------------------
+def _paced(n: int, rate: int, step: Any, t0: int | None = None) -> np.ndarray:
+    """Call ``step(due)`` at ``rate`` per second, ``n`` times (open loop: each at its due time, however
+    late the one before returned); how late each call returned after its due time (ns)."""
+    period = 1_000_000_000 // rate
+    now = time.monotonic_ns
+    sleep = time.sleep
+    t0 = now() + 1_000_000 if t0 is None else t0
+    late = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        due = t0 + i * period
+        ahead = due - now()
+        if ahead > 60_000:  # sleep most of the gap (a spinning writer takes a core the others need)
+            sleep((ahead - 40_000) / 1e9)
+        while now() < due:
+            pass
+        step(due)
+        late[i] = now() - due
+    return late
+
+
 def _follower_latency(path: str, n: int, ready: Any, out: Any, impl: str | None, spin: float | None,
                       cpu: int | None = None) -> None:
     from rmqcore.live import NotifyFile
@@ -149,35 +172,32 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
         time.sleep(0.3)
         inline = writer == "inline"
         put, dispatch = w.put, w.dispatch
-        period = 1_000_000_000 // rate
-        t0 = time.monotonic_ns() + 1_000_000
-        now = time.monotonic_ns
         pack = _TS.pack
-        sleep = time.sleep
-        _fine_timer_slack()
-        late = np.empty(n, dtype=np.int64)  # when each put (and its dispatch) returned, after its due time
-        for i in range(n):
-            due = t0 + i * period
-            ahead = due - now()
-            if ahead > 60_000:  # sleep most of the gap (a spinning writer takes a core the others need)
-                sleep((ahead - 40_000) / 1e9)
-            while now() < due:
-                pass
+
+        def step(due: int) -> None:
             put(TOPIC, pack(due) + BODY_PAD, 0)  # dispatch="put": this publishes the unit itself
             if inline:  # the writer's thread dispatches the record (no reput thread to hand it to)
                 dispatch()
-            late[i] = now() - due
+
+        _fine_timer_slack()
+        floor = _paced(min(n, 100_000), rate, lambda due: None)  # the same loop, no store: this host's floor
+        t0 = time.monotonic_ns() + 1_000_000
+        late = _paced(n, rate, step, t0)  # when each put (and its dispatch) returned, after its due time
         sent_s = (time.monotonic_ns() - t0) / 1e9
         got, cpu = out.get(timeout=180)
         lat = np.frombuffer(got, dtype=np.int64)
         p.join(30)
         w.close()
         lat = lat[1:]  # the message put before the follower opened
+        deliver = lat - late[: len(lat)]  # from the put's return to the follower's pull
         return {"rate": rate, "writer": writer, "wait_spin_us": round((NotifyFile.wait_spin if spin is None
                                                                        else spin) * 1e6),
                 "achieved_rate": round(n / sent_s), **_pcts(lat),
                 "writer_late_p50_us": round(float(np.percentile(late, 50)) / 1000, 1),
                 "writer_late_p99_us": round(float(np.percentile(late, 99)) / 1000, 1),
+                "deliver_p50_us": round(float(np.percentile(deliver, 50)) / 1000, 1),
+                "deliver_p99_us": round(float(np.percentile(deliver, 99)) / 1000, 1),
+                "host_late_p99_us": round(float(np.percentile(floor, 99)) / 1000, 1),
                 "follower_cpu": round(cpu, 2),
                 "pinned": pin, "load": _load()}
     finally:

@@ -118,7 +118,7 @@ def test_the_table_lists_every_function_the_headers_declare() -> None:
 
 
 def test_the_dispatch_loop_calls_no_python_while_it_has_let_the_gil_go() -> None:
-    """``Dispatcher._run`` lets the GIL go by hand (a short run keeps it), so Cython no longer checks
+    """``Dispatcher._loop`` lets the GIL go by hand (a short run keeps it), so Cython no longer checks
     that its loop is nogil code: the generated C between ``PyEval_SaveThread`` and
     ``PyEval_RestoreThread`` must call nothing of Python's C API (plain C helpers such as Cython's
     integer division are fine)."""

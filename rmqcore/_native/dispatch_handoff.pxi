@@ -101,7 +101,7 @@ cdef int _h_nap(_Handoff *h, double seconds, int wake_fd, object live, int64_t s
         if lp != NULL:
             PyBuffer_Release(&lv)
     if gr != NULL:
-        rmq_publish_i64(gr, 0)  # got it (see Dispatcher._run)
+        rmq_publish_i64(gr, 0)  # got it (see Dispatcher._loop)
     return 0
 
 

@@ -46,6 +46,11 @@ cdef inline int _seg_step(_Seg *g, int64_t rpos, int64_t size, int64_t ts, int64
     return 0
 
 
+cdef struct _RunOut:
+    # what one run did (Dispatcher.run returns it as a DispatchRun)
+    int64_t done, at, status, stop, a, b, c, d, max_ts, nseg
+
+
 cdef class Dispatcher:
     """The consume-queue, index and segment-index writes of dispatch for a run of CommitLog records,
     in one call without the GIL (the pure twin documents the contract)."""
@@ -226,7 +231,8 @@ cdef class Dispatcher:
     cdef int64_t _publish(self, const unsigned char *base, int64_t n, int64_t file_from, int64_t pos,
                           int64_t end) except -2:
         cdef _Pub *p = &self._p
-        cdef int64_t g = file_from + pos, interval, at, stop, a, max_ts, nseg
+        cdef int64_t g = file_from + pos, interval
+        cdef _RunOut o
         if p.state != PUB_ARMED or file_from != p.file_from:
             return -1
         if g != p.pos:
@@ -238,16 +244,15 @@ cdef class Dispatcher:
         if p.seg[9] != 0 and p.nseg + (end - pos) // interval + 1 > p.seg_cap:
             p.state, p.stop, p.arg = PUB_DECLINED, RMQ_STOP_SEG, 0
             return -1
-        _, at, _, stop, a, _, _, _, max_ts, nseg = self._run(
-            base, n, file_from, pos, end, False, p.index_on, 0, p.seg, p.seg_len, p.so, 4, p.seg_cap, NULL, 0, 0,
-            p.nseg, True)
-        p.nseg = nseg
-        if max_ts > p.max_ts:
-            p.max_ts = max_ts
-        if file_from + at > p.pos:
-            p.pos = file_from + at
-        if stop != RMQ_STOP_NONE or at < end:
-            p.state, p.stop, p.arg = PUB_DECLINED, stop, a
+        self._loop(base, n, file_from, pos, end, False, p.index_on, 0, p.seg, p.seg_len, p.so, 4, p.seg_cap, NULL, 0,
+                   0, p.nseg, True, &o)
+        p.nseg = o.nseg
+        if o.max_ts > p.max_ts:
+            p.max_ts = o.max_ts
+        if file_from + o.at > p.pos:
+            p.pos = file_from + o.at
+        if o.stop != RMQ_STOP_NONE or o.at < end:
+            p.state, p.stop, p.arg = PUB_DECLINED, o.stop, o.a
             return -1
         return 1
 
@@ -262,6 +267,7 @@ cdef class Dispatcher:
         one record would pay on every put-then-read)."""
         cdef Py_buffer bv, sv, ov, lv
         cdef int held = 0
+        cdef _RunOut o
         try:
             _get_buffer(buf, &bv, PyBUF_SIMPLE)
             held = 1
@@ -272,10 +278,11 @@ cdef class Dispatcher:
             if live is not None:
                 _i64_buffer(live, &lv, 1, False, "live")
                 held = 4
-            return self._run(<const unsigned char *>bv.buf, bv.len, file_from, pos, limit, verify_crc, index_on,
-                             first_key, <int64_t *>sv.buf, sv.shape[0], <int64_t *>ov.buf, ov.shape[0], ov.shape[1],
-                             <const int64_t *>lv.buf if held == 4 else NULL,
-                             lv.shape[0] if held == 4 else 0, live_cap, 0, False)
+            self._loop(<const unsigned char *>bv.buf, bv.len, file_from, pos, limit, verify_crc, index_on,
+                       first_key, <int64_t *>sv.buf, sv.shape[0], <int64_t *>ov.buf, ov.shape[0], ov.shape[1],
+                       <const int64_t *>lv.buf if held == 4 else NULL, lv.shape[0] if held == 4 else 0, live_cap,
+                       0, False, &o)
+            return tuple.__new__(DispatchRun, (o.done, o.at, o.status, o.stop, o.a, o.b, o.c, o.d, o.max_ts, o.nseg))
         finally:
             if held >= 4:
                 PyBuffer_Release(&lv)
@@ -286,10 +293,10 @@ cdef class Dispatcher:
             if held >= 1:
                 PyBuffer_Release(&bv)
 
-    cdef object _run(self, const unsigned char *base, int64_t n, int64_t file_from, int64_t pos, int64_t limit,
-                     bint verify_crc, bint index_on, int64_t first_key, int64_t *seg, int64_t seg_len,
-                     int64_t *so, int64_t so_rows, int64_t seg_cap, const int64_t *lp, int64_t live_len,
-                     int64_t live_cap, int64_t nseg0, bint keep_gil):
+    cdef int _loop(self, const unsigned char *base, int64_t n, int64_t file_from, int64_t pos, int64_t limit,
+                   bint verify_crc, bint index_on, int64_t first_key, int64_t *seg, int64_t seg_len,
+                   int64_t *so, int64_t so_rows, int64_t seg_cap, const int64_t *lp, int64_t live_len,
+                   int64_t live_cap, int64_t nseg0, bint keep_gil, _RunOut *o) except -1:
         cdef int64_t cnt, end_pos, nkeys, j, rpos, size, phys, sysf, tran, qid, tags, ts, r
         cdef int64_t done = 0, at = pos, stop = RMQ_STOP_NONE, a = 0, b = 0, c = 0, d = 0, max_ts = -1
         cdef int64_t s, tlen, last_s = -1, last_qid = -1
@@ -430,4 +437,6 @@ cdef class Dispatcher:
         _seg_store(&g, seg)
         if stop == RMQ_STOP_NONE and st == RMQ_ST_MSG:
             st = RMQ_ST_END if at >= limit else st
-        return tuple.__new__(DispatchRun, (done, at, st, stop, a, b, c, d, max_ts, nseg))
+        o.done, o.at, o.status, o.stop, o.a, o.b, o.c, o.d = done, at, st, stop, a, b, c, d
+        o.max_ts, o.nseg = max_ts, nseg
+        return 0
