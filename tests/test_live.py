@@ -775,3 +775,20 @@ def test_each_put_publishes_its_record_to_a_follower_and_writes_the_files_dispat
             assert [m.body for m in w.query_by_key("U", "k399")] == [model[("U", 0)][-1]]
     assert _derived_files(tmp_path / "put") == _derived_files(tmp_path / "inline")
     assert len([n for n, _ in _derived_files(tmp_path / "put") if n == "index"]) > 1
+
+
+def test_a_record_whose_keys_fill_the_index_file_mid_record_is_indexed_once(
+        tmp_path: Path, impl: SimpleNamespace) -> None:
+    """Index files of 6 entries and records of 4 keys: a publish stops inside a record's keys (the
+    first record after the Dispatcher was armed among them); the put's own dispatch goes on from the
+    next key, so each key is in the index once, as ``dispatch="inline"`` writes it."""
+    clock = [1_700_000_000_000]
+    geom = dict(index_slots=5, index_entries=7, clock=lambda: clock[0])
+    for mode in ("put", "inline"):
+        with _store(tmp_path / mode, impl, dispatch=mode, **geom) as s:
+            for i in range(60):
+                s.put("T", b"m%d" % i, i % 10, keys=f"a{i} b{i} c{i} d{i}")
+            for i in (0, 7, 31, 59):
+                for k in "abcd":
+                    assert [m.body for m in s.query_by_key("T", f"{k}{i}")] == [b"m%d" % i]
+    assert _derived_files(tmp_path / "put") == _derived_files(tmp_path / "inline")

@@ -180,9 +180,11 @@ class Dispatch:
                 self.bound_index._dirty = True
             self.reput_from_offset = pos
             self.reput_pub[0] = pos
-            self.index_resume = (pos, arg) if stop == STOP_INDEX else (-1, 0)
+            self.index_resume = (-1, 0)
             if self._store._notify is not None:
                 self._store._notify.publish_dispatched(pos)
+        if stop == STOP_INDEX:  # the record at pos has its first keys in (even the first one published)
+            self.index_resume = (pos, arg)
 
     def _arm(self) -> None:
         """Arm the Dispatcher for the records put from ``reput_from_offset`` on (the dispatch lock
