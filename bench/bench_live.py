@@ -230,14 +230,21 @@ def _follower_throughput(path: str, total: int, ready: Any, out: Any, impl: str 
     out.put((got, t_first or t_end, t_end))
 
 
-def throughput(seconds: float, batch: int = 1000, impl: str | None = None, writer: str = "auto") -> dict[str, Any]:
+def _store_dispatch(writer: str) -> str:
+    """The store's ``dispatch`` for ``--writer-dispatch`` outside ``latency`` (there ``inline`` is the
+    loop's own ``dispatch()`` call; the others use ``auto`` for it)."""
+    return "auto" if writer == "inline" else writer
+
+
+def throughput(seconds: float, batch: int = 1000, impl: str | None = None,
+               writer: str = "auto") -> dict[str, Any]:
     from rmqcore.store import MessageStore
 
     ctx = mp.get_context("spawn")
     d = tempfile.mkdtemp(prefix="rmqbench-live-")
     try:
-        w = MessageStore(d, impl=impl, dispatch="auto" if writer == "inline" else writer,
-                         commitlog_file_size=1024 * 1024 * 1024, cq_file_size=300_000 * 20)
+        w = MessageStore(d, impl=impl, dispatch=_store_dispatch(writer), commitlog_file_size=1 << 30,
+                         cq_file_size=300_000 * 20)
         w.warm_up()
         bodies = [b"b" * 100] * batch
         # how many batches fit the time: measured on 0.3 s of puts into a scratch topic
@@ -260,7 +267,8 @@ def throughput(seconds: float, batch: int = 1000, impl: str | None = None, write
         got, f0, f1 = out.get(timeout=600)
         p.join(30)
         w.close()
-        return {"writer": writer, "messages": total_guess, "writer_msgs_per_s": round(total_guess / (t1 - t0)),
+        return {"writer": _store_dispatch(writer), "messages": total_guess,
+                "writer_msgs_per_s": round(total_guess / (t1 - t0)),
                 "follower_msgs_per_s": round(got / max(f1 - f0, 1e-9)), "follower_got": got,
                 "follower_done_after_writer_s": round(f1 - t1, 3), "load": _load()}
     finally:
@@ -273,7 +281,7 @@ def wake(n: int, impl: str | None = None, writer: str = "auto") -> dict[str, Any
 
     d = tempfile.mkdtemp(prefix="rmqbench-live-")
     try:
-        s = MessageStore(d, impl=impl, dispatch="auto" if writer == "inline" else writer, **_store_kwargs())
+        s = MessageStore(d, impl=impl, dispatch=_store_dispatch(writer), **_store_kwargs())
         s.put(TOPIC, b"x", 0)
         lat = np.empty(n, dtype=np.int64)
         sent = np.zeros(n, dtype=np.int64)
@@ -300,7 +308,7 @@ def wake(n: int, impl: str | None = None, writer: str = "auto") -> dict[str, Any
         done.wait(60)
         th.join()
         s.close()
-        return {"writer": "auto" if writer == "inline" else writer, "messages": n, **_pcts(lat), "load": _load()}
+        return {"writer": _store_dispatch(writer), "messages": n, **_pcts(lat), "load": _load()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -334,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
                                                args.pin))
                            for r in args.rates.split(",")]
             elif what == "throughput":
-                results = [("throughput", throughput(args.seconds, impl=args.impl, writer=args.writer_dispatch))]
+                results = [("throughput", throughput(args.seconds, impl=args.impl,
+                                                     writer=args.writer_dispatch))]
             else:
                 results = [("wake", wake(args.wake_n, args.impl, args.writer_dispatch))]
             for name, res in results:

@@ -65,7 +65,8 @@ class StoreConfig:
     # "auto": a reput thread dispatches while puts go on, and reads first dispatch what is pending
     # (every read sees every earlier put); "inline": only the caller's thread, before reads and at
     # close; "put": no thread, each put dispatches (publishes) its own record in the put's call
-    # (store/dispatch.py); "background": only the reput thread, reads see what it has dispatched (a broker)
+    # (store/dispatch.py); "background": only the reput thread, reads see what it has dispatched
+    # (a broker)
     dispatch: str = "auto"
     max_transfer_bytes_in_memory: int = 256 * 1024  # maxTransferBytesOnMessageInMemory
     max_transfer_count_in_memory: int = 32  # maxTransferCountOnMessageInMemory
@@ -99,7 +100,8 @@ class StoreConfig:
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
             raise ConfigError(f"flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")
         if self.dispatch not in ("auto", "inline", "put", "background"):
-            raise ConfigError(f"dispatch must be 'auto', 'inline', 'put' or 'background', not {self.dispatch!r}")
+            raise ConfigError(
+                f"dispatch must be 'auto', 'inline', 'put' or 'background', not {self.dispatch!r}")
 
     def replace(self, **kw: Any) -> StoreConfig:
         """A copy with the fields in ``kw`` changed (ConfigError for a name that is no field)."""

@@ -46,7 +46,8 @@ class StoreMachine(RuleBasedStateMachine):
         self.n = 0
 
     def _open(self) -> MessageStore:
-        return MessageStore(self.dir, impl=self.impl, clock=lambda: self.clock[0], dispatch=self.dispatch, **GEOM)
+        return MessageStore(self.dir, impl=self.impl, clock=lambda: self.clock[0], dispatch=self.dispatch,
+                            **GEOM)
 
     def teardown(self) -> None:
         if hasattr(self, "store"):
@@ -186,6 +187,6 @@ def test_store_state_machine(impl: SimpleNamespace, dispatch: str) -> None:
     examples = 25 if impl.name == "pure" else 40
     run_state_machine_as_test(
         lambda: StoreMachine(impl.name, dispatch),
-        settings=settings(max_examples=examples if dispatch == "auto" else examples // 2, stateful_step_count=35,
-                          deadline=None),
+        settings=settings(max_examples=examples if dispatch == "auto" else examples // 2,
+                          stateful_step_count=35, deadline=None),
     )

@@ -683,8 +683,8 @@ cdef class Appender:
                 rmq_publish_i64(self._live, self._from + self._pos)
                 if qt is not None:
                     qt.put(m.queue_id, qoff + 1)
-                pub = self._tell.appended(<const unsigned char *>self._view.buf, self._view.len, self._from, pos,
-                                          self._pos)
+                pub = self._tell.appended(<const unsigned char *>self._view.buf, self._view.len, self._from,
+                                          pos, self._pos)
             finally:
                 self._release()
             self._tell.declined(pub)

@@ -244,8 +244,8 @@ cdef class Dispatcher:
         if p.seg[9] != 0 and p.nseg + (end - pos) // interval + 1 > p.seg_cap:
             p.state, p.stop, p.arg = PUB_DECLINED, RMQ_STOP_SEG, 0
             return -1
-        self._loop(base, n, file_from, pos, end, False, p.index_on, 0, p.seg, p.seg_len, p.so, 4, p.seg_cap, NULL, 0,
-                   0, p.nseg, True, &o)
+        self._loop(base, n, file_from, pos, end, False, p.index_on, 0, p.seg, p.seg_len, p.so, 4, p.seg_cap,
+                   NULL, 0, 0, p.nseg, True, &o)
         p.nseg = o.nseg
         if o.max_ts > p.max_ts:
             p.max_ts = o.max_ts
@@ -280,9 +280,10 @@ cdef class Dispatcher:
                 held = 4
             self._loop(<const unsigned char *>bv.buf, bv.len, file_from, pos, limit, verify_crc, index_on,
                        first_key, <int64_t *>sv.buf, sv.shape[0], <int64_t *>ov.buf, ov.shape[0], ov.shape[1],
-                       <const int64_t *>lv.buf if held == 4 else NULL, lv.shape[0] if held == 4 else 0, live_cap,
-                       0, False, &o)
-            return tuple.__new__(DispatchRun, (o.done, o.at, o.status, o.stop, o.a, o.b, o.c, o.d, o.max_ts, o.nseg))
+                       <const int64_t *>lv.buf if held == 4 else NULL, lv.shape[0] if held == 4 else 0,
+                       live_cap, 0, False, &o)
+            return tuple.__new__(DispatchRun,
+                                 (o.done, o.at, o.status, o.stop, o.a, o.b, o.c, o.d, o.max_ts, o.nseg))
         finally:
             if held >= 4:
                 PyBuffer_Release(&lv)

@@ -277,9 +277,8 @@ class Appender:
         """Publish-on-put: after each append (under the lock, so records go in the order they were
         appended) hand the new records to ``dispatcher.publisher()`` (an armed ``Dispatcher``'s
         ``publish``: it writes their consume-queue units and index entries and wakes the readers
-        waiting on their queues);
-        when it declines (-1: not armed, or a file to bind), call ``fallback()`` once the lock is let
-        go (the store's dispatch). None stops it."""
+        waiting on their queues); when it declines (-1: not armed, or a file to bind), call
+        ``fallback()`` once the lock is let go (the store's dispatch). None stops it."""
         if dispatcher is None:
             self._publish, self._pub_fallback = None, None
             return
@@ -287,17 +286,22 @@ class Appender:
             raise TypeError("fallback must be callable")
         self._publish, self._pub_fallback = dispatcher.publisher(), fallback
 
-    def _published(self, r: int) -> None:
+    def _appended(self, mf: Any, pos: int, end: int) -> int:
+        """Records [pos, end) of ``mf`` are appended and their end published (under the lock): wake
+        the reput thread if it sleeps while a reader waits, and hand the records to the publisher.
+        The publisher's answer (1 without one)."""
+        w = self._wake
+        if w is not None and (self._waits is None or self._waits[0]) and w[1]:
+            _notify.bump(w, 0)
+        publish = self._publish
+        return 1 if publish is None else int(publish(mf.mm, mf.file_from_offset, pos, end))
+
+    def _declined(self, r: int) -> None:
         """After the lock is let go: a declined publish leaves the records to the store's dispatch."""
         if r < 0:
             fallback = self._pub_fallback
             if fallback is not None:
                 fallback()
-
-    def _woken(self) -> None:
-        w = self._wake
-        if w is not None and (self._waits is None or self._waits[0]) and w[1]:
-            _notify.bump(w, 0)
 
     def _yield_gil(self) -> None:
         req = self._gil_req
@@ -454,12 +458,10 @@ class Appender:
                 self._put_hint(mf.file_from_offset + pos, n, hint[2], len(tb), queue_id, n - 2 - plen - len(tb),
                                qoff, ts, hint[0], hint[1])
             self._live[0] = mf.file_from_offset + pos + n
-            self._woken()
             if not no_queue:
                 self._queues[key] = qoff + 1
-            publish = self._publish
-            pub = 1 if publish is None else publish(mf.mm, mf.file_from_offset, pos, pos + n)
-        self._published(pub)
+            pub = self._appended(mf, pos, pos + n)
+        self._declined(pub)
         return AppendResult(mf.file_from_offset + pos, n, qoff, ts, sa, sp)
 
     def put_batch(
@@ -505,9 +507,8 @@ class Appender:
                 mf = self._roll_over(mf, pos, -total, "a batch")
             mf.wrote_position = pos + total
             self._live[0] = mf.file_from_offset + pos + total
-            self._woken()
             self._queues[key] = qoff + cnt
-            publish = self._publish
-            pub = 1 if publish is None else publish(mf.mm, mf.file_from_offset, pos, pos + total)
-        self._published(pub)
-        return BatchAppendResult(mf.file_from_offset + pos, total, qoff, ts, cnt, sizes, store_addr, store_port)
+            pub = self._appended(mf, pos, pos + total)
+        self._declined(pub)
+        return BatchAppendResult(mf.file_from_offset + pos, total, qoff, ts, cnt, sizes, store_addr,
+                                 store_port)

@@ -341,7 +341,7 @@ class Dispatcher:
         self._pend: list[list[Any]] = []  # slots with units not yet announced
         # publish-on-put (arm): [file_from, pos, index_on, seg, seg_out, nseg, max_ts, stop, arg, declined]
         self._pub: list[Any] | None = None
-        self._pub_lock = threading.Lock()  # a publish, arm and disarm one at a time (this twin lets the GIL go)
+        self._pub_lock = threading.Lock()  # publish, arm, disarm one at a time (this twin lets the GIL go)
 
     def set_signals(self, request: Any, wanted: Any) -> None:
         """Share two int64[1] words with the threads around a live run (either may be None):
@@ -625,7 +625,8 @@ class Dispatcher:
 
     def run(self, buf: Any, file_from: int, pos: int, limit: int, verify_crc: bool, index_on: bool,
             first_key: int, seg: Any, seg_out: Any, live: Any = None, live_cap: int = 0) -> tuple[int, ...]:
-        return self._run(buf, file_from, pos, limit, verify_crc, index_on, first_key, seg, seg_out, live, live_cap, 0)
+        return self._run(buf, file_from, pos, limit, verify_crc, index_on, first_key, seg, seg_out, live,
+                         live_cap, 0)
 
     def _run(self, buf: Any, file_from: int, pos: int, limit: int, verify_crc: bool, index_on: bool,
              first_key: int, seg: Any, seg_out: Any, live: Any, live_cap: int, nseg0: int) -> DispatchRun:

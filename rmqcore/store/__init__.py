@@ -7,9 +7,10 @@
   made before it. ``dispatch="inline"``: no thread, the caller's thread dispatches before reads
   and at close. ``dispatch="put"``: no thread, each put publishes its own record (its unit, index
   entries and waiters' wake-up, in the put's native call; ``dispatch.Dispatch``), and what a put
-  cannot (a file to make) it dispatches itself. ``dispatch="background"``: the reput thread alone, as a broker (reads see what
-  has been dispatched; ``wait_dispatched`` waits). Re-dispatch is idempotent; ``dispatch_lag``
-  tells how far behind it is. ``lookup`` is the one-call key-value form of ``query_by_key``.
+  cannot (a file to make) it dispatches itself. ``dispatch="background"``: the reput thread alone,
+  as a broker (reads see what has been dispatched; ``wait_dispatched`` waits). Re-dispatch is
+  idempotent; ``dispatch_lag`` tells how far behind it is. ``lookup`` is the one-call key-value form
+  of ``query_by_key``.
 * ``get_messages`` pulls from a queue with RocketMQ's statuses and next offsets;
   ``query_by_key`` finds messages by KEYS/UNIQ_KEY (collisions dropped by default, ``raw=True``
   gives RocketMQ's hash-only answer); ``offset_by_time`` maps a time to a queue offset (LOWER/UPPER);

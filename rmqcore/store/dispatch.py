@@ -118,7 +118,8 @@ class Dispatch:
     @property
     def lag(self) -> int:
         """CommitLog bytes not dispatched yet (what puts published counts as dispatched)."""
-        return max(0, self._store.commitlog.max_offset - max(self.reput_from_offset, int(self.dispatcher.published)))
+        done = max(self.reput_from_offset, int(self.dispatcher.published))
+        return max(0, self._store.commitlog.max_offset - done)
 
     # -- publish-on-put -----------------------------------------------------------------------------------
     @property

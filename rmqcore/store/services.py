@@ -78,8 +78,8 @@ class StoreServices:
 
     def stop(self) -> None:
         """Stop the reput thread (after its run) or the puts' publishing, the flush services and the
-        logics warm-ahead: every one of them, even when stopping one raised (a flush service's kept error), which is
-        raised once all have stopped (no thread is left in a map the caller unmaps)."""
+        logics warm-ahead: every one of them, even when stopping one raised (a flush service's kept
+        error), which is raised once all have stopped (no thread is left in a map the caller unmaps)."""
         with contextlib.ExitStack() as steps:  # callbacks run last-in first-out
             if self.logics_warmer is not None:  # before any file is unmapped
                 steps.callback(self._stop_logics_warmer)
@@ -90,7 +90,7 @@ class StoreServices:
             if reput is not None:
                 reput.stop()
             d = getattr(self._store, "_dispatch", None)
-            if d is not None:  # puts publish no more (inline)
+            if d is not None:  # puts publish no more (dispatch="put")
                 d.stop_publishing()
 
     def _stop_logics_warmer(self) -> None:

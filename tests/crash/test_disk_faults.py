@@ -83,7 +83,7 @@ def test_enospc_creating_a_logic_file_is_a_clear_error_and_dispatch_resumes(tmp_
         for i in range(60, 99):
             s.put("T", b"m%03d" % i, 0, keys=f"k{i}")
         assert ops.refused == 0 and s.dispatch_lag == 0
-        s.put("T", b"m099", 0, keys="k99")  # the first file holds 99 keys (units): the 100th needs a second one
+        s.put("T", b"m099", 0, keys="k99")  # the first file holds 99 keys (units): the 100th needs another
         assert ops.refused == 1 and isinstance(s._dispatch.publish_error, DiskFullError)
         s._dispatch._retry_at = time.monotonic() + 60  # as after a longer backoff: no put retries now
         for i in range(100, 120):

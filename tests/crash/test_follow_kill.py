@@ -129,7 +129,7 @@ def test_followers_see_every_message_once_in_order_across_writer_kills(tmp_path:
     acked: set[int] = set()
     # (twin, dispatch) of each writer in turn
     kinds = [(impl, dispatch) for dispatch in ("auto", "put") for impl in IMPLS]
-    writer = _start(WRITER, str(tmp_path), kinds[0][0], "run", kinds[0][1])  # makes the store (and notify file)
+    writer = _start(WRITER, str(tmp_path), kinds[0][0], "run", kinds[0][1])  # makes the store and notify file
     followers = {name: _start(FOLLOWER, str(tmp_path), name) for name in IMPLS}
     drains = {name: _drain(p) for name, p in followers.items()}
     kills = 0
