@@ -1,7 +1,8 @@
 """Live consumers: writer-to-follower latency across two processes, a follower's read throughput on
-a live store, and the in-process wake latency of ``get_messages(wait=)``.
+a live store, the in-process wake latency of ``get_messages(wait=)``, and what an idle writer store
+costs the timing of the thread beside it.
 
-Run: ``python bench/bench_live.py`` (all three; ``--help`` for the knobs), e.g.
+Run: ``python bench/bench_live.py`` (all four; ``--help`` for the knobs), e.g.
 ``python bench/bench_live.py latency --rates 10000,100000,1000000 --seconds 3``.
 
 * ``latency``: a writer process puts one message at a time at a fixed rate (open loop: message i is
@@ -28,8 +29,13 @@ Run: ``python bench/bench_live.py`` (all three; ``--help`` for the knobs), e.g.
 * ``wake``: in one process, a thread waits in ``get_messages(wait=)``; the main thread puts one
   message every 2 ms (each put finds the waiter asleep). Latency: from before the put to the
   waiter's return.
+* ``idle``: what an open writer store costs the timing of the Python thread beside it: the
+  ``latency`` writer's paced loop with no work (100k/s, ``--seconds`` a run), alternately with a
+  store open and idle in the process (its flush and warm-ahead threads, which take the GIL when
+  they wake) and with none, in 4 pairs. Reported: p99 and max lateness of each run (us), and the
+  median p99 of each side.
 
-``--writer-dispatch`` applies to all three (``inline`` to ``latency`` only: the others use ``auto``
+``--writer-dispatch`` applies to all four (``inline`` to ``latency`` only: the others use ``auto``
 then).
 
 The machine's load is printed with each result: figures on a shared machine are noisy; compare
@@ -55,7 +61,7 @@ TOPIC = "LiveBench"
 BODY_PAD = b"p" * 92  # 8-byte due time + 92 = 100-byte bodies
 BODY_AT = 88  # a record's body starts here (IPv4 hosts: 84 header bytes + BODYLENGTH)
 _TS = struct.Struct("<q")
-CASES = ("latency", "throughput", "wake")
+CASES = ("latency", "throughput", "wake", "idle")
 
 
 def _load() -> str:
@@ -313,11 +319,40 @@ def wake(n: int, impl: str | None = None, writer: str = "auto") -> dict[str, Any
         shutil.rmtree(d, ignore_errors=True)
 
 
+# -- an idle store's cost to the thread beside it ---------------------------------------------------
+def idle(seconds: float, impl: str | None = None, writer: str = "auto", pairs: int = 4) -> dict[str, Any]:
+    from rmqcore.store import MessageStore
+
+    n = int(100_000 * seconds)
+    runs: dict[str, list[tuple[float, float]]] = {"open": [], "none": []}
+    d = tempfile.mkdtemp(prefix="rmqbench-live-")
+    try:
+        for i in range(pairs):
+            for side in ("open", "none") if i % 2 == 0 else ("none", "open"):
+                s = None
+                if side == "open":
+                    s = MessageStore(d, impl=impl, dispatch=_store_dispatch(writer), **_store_kwargs())
+                    s.put(TOPIC, b"x", 0)  # its CommitLog file made: the warm-ahead thread runs
+                    time.sleep(0.2)
+                try:
+                    us = _paced(n, 100_000, lambda due: None) / 1000.0
+                finally:
+                    if s is not None:
+                        s.close()
+                runs[side].append((float(np.percentile(us, 99)), float(us.max())))
+        return {"writer": _store_dispatch(writer),
+                **{f"{side}_p99_us": round(float(np.median([r[0] for r in rs])), 1) for side, rs in runs.items()},
+                **{f"{side}_runs_p99_max_us": " ".join(f"{a:.0f}/{b:.0f}" for a, b in rs) for side, rs in runs.items()},
+                "load": _load()}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", nargs="*", metavar="CASE", help=f"any of {', '.join(CASES)} (default: all)")
     ap.add_argument("--rates", default="10000,100000,1000000", help="latency: msg/s, comma-separated")
-    ap.add_argument("--seconds", type=float, default=3.0, help="latency and throughput: seconds per run")
+    ap.add_argument("--seconds", type=float, default=3.0, help="latency, throughput, idle: seconds per run")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each case")
     ap.add_argument("--wake-n", type=int, default=2000, help="wake: messages")
     ap.add_argument("--impl", choices=["native", "pure"], default=None)
@@ -344,8 +379,10 @@ def main(argv: list[str] | None = None) -> int:
             elif what == "throughput":
                 results = [("throughput", throughput(args.seconds, impl=args.impl,
                                                      writer=args.writer_dispatch))]
-            else:
+            elif what == "wake":
                 results = [("wake", wake(args.wake_n, args.impl, args.writer_dispatch))]
+            else:
+                results = [("idle", idle(args.seconds, args.impl, args.writer_dispatch))]
             for name, res in results:
                 if args.json:
                     print(json.dumps({"bench": name, **res}))

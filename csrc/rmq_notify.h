@@ -253,6 +253,38 @@ RMQ_INLINE int rmq_notify_wait_spin(unsigned char *slot, uint32_t expected, int6
     }
 }
 
+/* Sleep until the int64 at `word` reaches `target` (CHANGED), `cancel[0]` is non-zero (CANCELLED) or
+ * `ns` pass (TIMEOUT; ns < 0: no limit), looking every `poll_ns`. No futex: the word is written by
+ * a writer that wakes nobody (the CommitLog's live end), so this is a plain timed poll, without the
+ * GIL: a helper thread that waits for a writer's progress here costs that writer no GIL hand-over. */
+RMQ_INLINE int rmq_notify_wait_reach(const int64_t *word, int64_t target, int64_t ns, const int64_t *cancel,
+                                     int64_t poll_ns)
+{
+    int64_t now = rmq_notify_now_ns(), deadline = now + ns, step;
+    if (ns < 0 || deadline < now)
+        deadline = INT64_MAX;
+    if (poll_ns <= 0)
+        poll_ns = RMQ_NOTIFY_NAP_NS;
+    for (;;) {
+        if (cancel != NULL && rmq_observe_i64(cancel) != 0)
+            return RMQ_NOTIFY_CANCELLED;
+        if (rmq_observe_i64(word) >= target)
+            return RMQ_NOTIFY_CHANGED;
+        now = rmq_notify_now_ns();
+        if (now >= deadline)
+            return RMQ_NOTIFY_TIMEOUT;
+        step = deadline - now < poll_ns ? deadline - now : poll_ns;
+#if !defined(_WIN32)
+        {
+            struct timespec t;
+            t.tv_sec = (time_t)(step / 1000000000);
+            t.tv_nsec = (long)(step % 1000000000);
+            nanosleep(&t, NULL);
+        }
+#endif
+    }
+}
+
 /* rmq_notify_wait_spin without the spin (the reput thread's naps). */
 RMQ_INLINE int rmq_notify_wait(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel, int flag,
                                int64_t slice_ns)

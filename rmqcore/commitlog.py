@@ -151,6 +151,7 @@ class CommitLog:
             self.roller, self._rules, file_size, self.store_host.address, self.store_host.port, max_message_size,
             clock, flavour,
         )
+        self.roller.progress = self._appender.live  # the warm-ahead thread waits for appends on it
         if recover:
             self.recover_normally()
 

@@ -9,6 +9,7 @@ once the bound file is written up to ``prepare_at``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from .errors import ConfigError
 from .mappedfile import MappedFile, MappedFileQueue
@@ -17,6 +18,7 @@ from .warmahead import Region, WarmAhead
 __all__ = ["FileRoller"]
 
 _WARM_CHUNK = 8 * 1024 * 1024  # bytes the WarmAhead thread populates per kernel call
+_WARM_STEPS = 8  # the thread wakes each time the appender has written this fraction of warm_ahead
 # the next file is prepared once the current one is this fraction full (the rest of the file is the
 # lead time for creating, allocating and, with warm_next, faulting it in)
 _PREPARE_FRACTION = 4
@@ -46,6 +48,8 @@ class FileRoller:
         self.prepare_at = queue.file_size // _PREPARE_FRACTION
         # called with each new file before the appender writes into it (the group commit registers it)
         self.file_listeners: list[Callable[[MappedFile], None]] = []
+        # the appender's live end (int64[1]): the warm-ahead thread waits for appends on it
+        self.progress: Any = None
         self._warmer: WarmAhead | None = None
 
     def roll(self, full: MappedFile | None) -> MappedFile:
@@ -58,7 +62,8 @@ class FileRoller:
     def writable(self, offset: int) -> MappedFile:
         """The last file while it has room, else a new one starting at ``offset``."""
         if self._warmer is None and self.warm_ahead > 0:
-            self._warmer = WarmAhead(self._warm_region, _WARM_CHUNK, "rmqcore-warm-ahead")
+            self._warmer = WarmAhead(self._warm_region, _WARM_CHUNK, "rmqcore-warm-ahead", self.progress,
+                                     self.warm_ahead // _WARM_STEPS)
         last = self.queue.last()
         if last is not None and not last.is_full():
             return last

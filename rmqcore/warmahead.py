@@ -11,6 +11,14 @@ Two sources use it:
   position and the index file's last entry (first-touch faults there are a large share of
   dispatch's time).
 
+Between passes the thread waits for its writer's progress, not for a clock: given ``progress`` (an
+int64[1] the writer publishes, the CommitLog's live end), it sleeps in ``notify.wait_reach`` (GIL
+released, looking every ``IDLE_MIN``) until the writer has written ``step`` more bytes, or
+``IDLE_MAX`` passes. A thread that woke on a clock took the GIL each time (hundreds of times a
+second while the store was written): a writer running Python then waited out each hand-over, a
+few ms at a time on a loaded machine. Without ``progress`` it polls, every ``IDLE_MIN`` backing off
+to ``IDLE_POLL_MAX`` while there is nothing to do.
+
 A source names only allocated bytes nothing has written yet (CommitLog and consume-queue files are
 allocated when created, an index file as far as ``IndexFile.entry_limit`` allocated it), so file
 contents never change. Files are unmapped only with the thread stopped (``stop``, joined) or
@@ -24,6 +32,8 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+import numpy as np
 
 from . import _impl
 from .errors import RmqError
@@ -63,19 +73,29 @@ def _live(ref: weakref.ref[Any]) -> bool:
 class WarmAhead:
     """A daemon thread that populates the regions ``regions()`` names.
 
-    ``regions()`` is called on the thread, with the GIL, every poll; a source may name only what
+    ``regions()`` is called on the thread, with the GIL, every pass; a source may name only what
     changed since its last answer, since a region stays with the thread until it is warm. Each map
     is warmed from where this thread last stopped in it (or the region's start, if that is further),
-    at most ``chunk`` bytes per kernel call, under the lock ``paused()`` takes.
+    at most ``chunk`` bytes per kernel call, under the lock ``paused()`` takes. With ``progress``
+    (see the module docstring) a pass that warmed nothing is followed by a wait for ``step`` more
+    bytes of it (or ``IDLE_MAX``); without, by a poll.
     """
 
-    # polls every 2 ms, backing off to 16 ms while there is nothing to do (an idle store: ~60
-    # wake-ups a second); 16 ms is half of the CommitLog's 32 MB ahead at 1 GB/s of appends
-    IDLE_MIN, IDLE_MAX = 0.002, 0.016
+    # progress looked at every 2 ms (without the GIL); a pass at least every second regardless
+    # (``step`` is a fraction of the bytes warmed ahead: the writer never catches up in between)
+    IDLE_MIN, IDLE_MAX = 0.002, 1.0
+    # without progress: polls every 2 ms, backing off to 16 ms while there is nothing to do (half
+    # of the CommitLog's 32 MB ahead at 1 GB/s of appends)
+    IDLE_POLL_MAX = 0.016
 
-    def __init__(self, regions: Callable[[], Iterable[Region]], chunk: int, name: str) -> None:
+    def __init__(self, regions: Callable[[], Iterable[Region]], chunk: int, name: str,
+                 progress: Any = None, step: int = 0) -> None:
         self._regions = regions
         self.chunk = chunk
+        self._progress = progress
+        self._step_bytes = max(step, 1)
+        self._notify = _impl.notify
+        self._cancel = np.zeros(1, dtype=np.int64)  # set by stop: ends a wait_reach
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._pending: dict[int, Region] = {}  # id(map) -> the region still to warm there
@@ -117,12 +137,18 @@ class WarmAhead:
 
     def _run(self) -> None:
         idle = self.IDLE_MIN
+        progress = self._progress
         while not self._stop.is_set():
             if self._step():
                 idle = self.IDLE_MIN
                 continue
+            if progress is not None:
+                at = self._notify.load64(progress, 0)
+                self._notify.wait_reach(progress, 0, at + self._step_bytes, self.IDLE_MAX, self._cancel,
+                                        self.IDLE_MIN)
+                continue
             self._stop.wait(idle)
-            idle = min(idle * 2, self.IDLE_MAX)
+            idle = min(idle * 2, self.IDLE_POLL_MAX)
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -132,4 +158,5 @@ class WarmAhead:
 
     def stop(self) -> None:
         self._stop.set()
+        self._cancel[0] = 1
         self._thread.join()

@@ -140,6 +140,37 @@ def test_bump_wakes_a_flagged_waiter_and_waits_end_on_timeout_and_cancel(impl: S
     assert k.wait(ro, 64, 0, 0.01, None, False, 0.001) == k.TIMEOUT
 
 
+def test_wait_reach_ends_when_the_word_reaches_its_target_on_cancel_and_on_timeout(
+        impl: SimpleNamespace) -> None:
+    """``wait_reach``: what the warm-ahead threads wait on (the CommitLog's live end), without a futex."""
+    k = impl.notify
+    word = np.zeros(2, dtype=np.int64)
+    cancel = np.zeros(1, dtype=np.int64)
+    t0 = time.monotonic()
+    assert k.wait_reach(word, 8, 5, 0.05, cancel, 0.001) == k.TIMEOUT
+    assert time.monotonic() - t0 >= 0.05
+    word[1] = 5
+    assert k.wait_reach(word, 8, 5, 60.0, cancel) == k.CHANGED  # reached already: no sleep
+    assert k.wait_reach(bytes(word.tobytes()), 8, -1, 60.0) == k.CHANGED  # a read-only buffer will do
+    t, out = _in_thread(lambda: k.wait_reach(word, 8, 1000, 60.0, cancel, 0.001))
+    time.sleep(0.05)
+    word[1] = 999
+    time.sleep(0.05)
+    assert t.is_alive()  # 999 is not 1000
+    word[1] = 1000
+    t.join(30)
+    assert out == {"result": k.CHANGED}
+    t, out = _in_thread(lambda: k.wait_reach(word, 8, 2000, 60.0, cancel, 0.001))
+    time.sleep(0.05)
+    cancel[0] = 1
+    t.join(30)
+    assert out == {"result": k.CANCELLED}
+    for call in (lambda: k.wait_reach(word, 4, 0, 0.01), lambda: k.wait_reach(word, 16, 0, 0.01),
+                 lambda: k.wait_reach(word, 0, 0, 0.01, np.zeros(2, dtype=np.int64))):
+        with pytest.raises(ValueError):
+            call()
+
+
 def test_a_wait_that_spins_first_ends_as_a_plain_wait(impl: SimpleNamespace) -> None:
     """``spin_s`` (NotifyFile.wait_spin): the native twin spins on the slot before it sleeps, the pure
     one sleeps at once; the answers are the same: a bump during the spin, a deadline before the

@@ -74,3 +74,41 @@ def test_warm_up_faults_in_the_current_and_the_next_file(tmp_path: Path, impl) -
     with MessageStore(tmp_path, read_only=True) as ro:
         with pytest.raises(ConfigError):
             ro.warm_up()
+
+
+def test_the_thread_waits_for_the_writers_progress_not_for_a_clock() -> None:
+    """Given a progress word, a pass that warmed nothing is followed by a wait (GIL released) for
+    ``step`` more bytes of it: no pass (and no GIL taken) while the writer writes nothing; without
+    one, the thread polls."""
+    import numpy as np
+
+    from rmqcore.warmahead import WarmAhead
+
+    for progress in (np.zeros(1, dtype=np.int64), None):
+        passes: list[float] = []
+
+        def regions() -> list:
+            passes.append(time.monotonic())
+            return []
+
+        w = WarmAhead(regions, 1 << 20, "test-warm-ahead", progress, 1000)
+        try:
+            time.sleep(0.3)
+            if progress is None:
+                assert len(passes) >= 10  # polled (every 2 to 16 ms)
+                continue
+            assert len(passes) == 1  # the first pass, then a wait: no clock wakes it
+            progress[0] = 999
+            time.sleep(0.1)
+            assert len(passes) == 1  # 999 bytes are not a step
+            progress[0] = 1000
+            deadline = time.monotonic() + 5
+            while len(passes) < 2 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert len(passes) == 2
+            time.sleep(0.1)
+            assert len(passes) == 2  # and waits for the next step from where it looked
+        finally:
+            t0 = time.monotonic()
+            w.stop()
+            assert time.monotonic() - t0 < 0.5  # stop ends the wait (cancel), not the 1 s timeout

@@ -7,7 +7,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uintptr_t
 
 __all__ = [
     "TIMEOUT", "CHANGED", "CANCELLED", "UNIT_SIZE", "publish_units", "units_end", "seq", "bump", "wake", "wait",
-    "poke", "waits_add", "load64", "store64", "load32", "store32",
+    "poke", "waits_add", "load64", "store64", "load32", "store32", "wait_reach",
 ]
 
 cdef extern from "rmq_notify.h" nogil:
@@ -23,6 +23,8 @@ cdef extern from "rmq_notify.h" nogil:
     void rmq_futex_wake_all(uint32_t *word)
     int rmq_notify_wait_spin(unsigned char *slot, uint32_t expected, int64_t ns, const int64_t *cancel,
                              int flag, int64_t slice_ns, int64_t spin_ns)
+    int rmq_notify_wait_reach(const int64_t *word, int64_t target, int64_t ns, const int64_t *cancel,
+                              int64_t poll_ns)
     uint32_t rmq_notify_load32(const void *p)
     int64_t rmq_notify_load64(const void *p)
     void rmq_notify_store32(void *p, uint32_t v)
@@ -212,6 +214,30 @@ def wait(buf, Py_ssize_t pos, expected, double timeout, cancel=None, bint flag=T
         with nogil:
             r = rmq_notify_wait_spin(<unsigned char *>v.buf + pos, exp, ns,
                                      <const int64_t *>cv.buf if has_cancel else NULL, flag, slice_ns, spin_ns)
+        return r
+    finally:
+        if has_cancel:
+            PyBuffer_Release(&cv)
+        PyBuffer_Release(&v)
+
+
+def wait_reach(buf, Py_ssize_t pos, int64_t target, double timeout, cancel=None, double poll_s=0.002):
+    """See the pure twin (``rmq_notify_wait_reach``: polled every ``poll_s`` without the GIL)."""
+    cdef Py_buffer v, cv
+    cdef bint has_cancel = False
+    cdef int r
+    cdef int64_t ns = -1 if timeout < 0 else <int64_t>(min(timeout, 1e9) * 1e9)
+    cdef int64_t poll_ns = <int64_t>(min(max(poll_s, 1e-6), 1.0) * 1e9)
+    _word(buf, &v, pos, 8, 8, False)
+    try:
+        if cancel is not None:
+            PyObject_GetBuffer(cancel, &cv, PyBUF_SIMPLE)
+            has_cancel = True
+            if cv.len != 8 or (<uintptr_t>cv.buf) % 8:
+                raise ValueError("cancel must be an int64[1]")
+        with nogil:
+            r = rmq_notify_wait_reach(<const int64_t *>(<unsigned char *>v.buf + pos), target, ns,
+                                      <const int64_t *>cv.buf if has_cancel else NULL, poll_ns)
         return r
     finally:
         if has_cancel:

@@ -13,6 +13,9 @@ Two things are published by a writer and waited for by readers in its own and in
   ``waiters`` (``flag``) and sleeps while ``seq`` holds ``expected``, up to ``timeout`` seconds, or
   until ``cancel[0]`` is non-zero (an int64[1] the caller owns: close). ``wake`` wakes the sleepers
   of a slot without changing it (they look at ``cancel``).
+* **Progress words**: ``wait_reach`` sleeps until an int64 a writer publishes (the CommitLog's live
+  end) reaches a target, looking every ``poll_s``: that writer wakes nobody, and a helper thread
+  waiting on it this way takes the GIL only when there is something to do.
 
 Every function takes a buffer and byte positions, checked once (``ValueError`` when a word is out
 of range or misaligned, or a read-only buffer is to be written), and holds no state. The waits
@@ -40,7 +43,7 @@ from ..layout import CQ_UNIT_FIELDS, CQ_UNIT_SIZE
 __all__ = [
     "TIMEOUT", "CHANGED", "CANCELLED", "UNIT_SIZE", "publish_units", "units_end", "seq", "bump", "wake",
     "wait", "poke", "waits_add",
-    "load64", "store64", "load32", "store32",
+    "load64", "store64", "load32", "store32", "wait_reach",
 ]
 
 TIMEOUT, CHANGED, CANCELLED = 0, 1, 2  # wait's answers
@@ -235,3 +238,27 @@ def wait(buf: Any, pos: int, expected: int, timeout: float, cancel: Any = None, 
             _futex(buf, pos, _FUTEX_WAIT, expected, min(step, 1e6))
         else:
             time.sleep(min(step, _NAP))
+
+
+def wait_reach(buf: Any, pos: int, target: int, timeout: float, cancel: Any = None, poll_s: float = 0.002) -> int:
+    """Sleep until the int64 at ``pos`` (8-aligned) is at least ``target`` (CHANGED), ``cancel[0]``
+    is non-zero (CANCELLED) or ``timeout`` seconds pass (TIMEOUT; a negative timeout: no limit),
+    looking every ``poll_s`` seconds (the GIL released in between: ``time.sleep``)."""
+    mv = _view(buf, pos, 8, False)
+    if pos % 8:
+        raise ValueError(f"an int64 at {pos} is misaligned")
+    if cancel is not None and (getattr(cancel, "shape", None) != (1,)
+                               or np.asarray(cancel).dtype.itemsize != 8):
+        raise ValueError("cancel must be an int64[1]")
+    poll_s = min(max(poll_s, 1e-6), 1.0)
+    deadline = float("inf") if timeout < 0 else time.monotonic() + timeout
+    unpack = _I64.unpack_from
+    while True:
+        if cancel is not None and int(cancel[0]) != 0:
+            return CANCELLED
+        if unpack(mv, pos)[0] >= target:
+            return CHANGED
+        now = time.monotonic()
+        if now >= deadline:
+            return TIMEOUT
+        time.sleep(min(deadline - now, poll_s))

@@ -65,8 +65,11 @@ class StoreServices:
             self.reput = ReputService(d, s.commitlog._appender, s._notify)
             self.reput.start()
         if cfg.logics_warm_ahead > 0:
+            # woken by appends: units and index entries follow the records (a quarter of the bytes
+            # warmed ahead of a queue is far more than a quarter as many records' units)
             self.logics_warmer = WarmAhead(self._warm_regions, _LOGICS_WARM_CHUNK,
-                                           "rmqcore-logics-warm-ahead")
+                                           "rmqcore-logics-warm-ahead", s.commitlog._appender.live,
+                                           cfg.logics_warm_ahead // 4)
 
     def _warm_regions(self) -> list[Region]:
         return self._store._dispatch.warm_regions(self._store.config.logics_warm_ahead)
