@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-CASE_SETS = ("reads", "dispatch")
+CASE_SETS = ("reads", "dispatch", "follow")
 
 
 def _reads() -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
@@ -90,13 +90,52 @@ def _dispatch() -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
             "put + get_messages (dispatches it)": put_pull}, cleanup
 
 
+def _follow() -> tuple[dict[str, Callable[[], Any]], Callable[[], None]]:
+    """A follower's pull of each new message (``bench_live.py latency``'s loop without the processes):
+    a ``dispatch="put"`` writer puts one message, a ``follow=True`` store in the same process pulls
+    it with ``wait=`` (found at once) and reads its record view."""
+    import struct
+
+    from rmqcore.store import MessageStore
+
+    d = tempfile.mkdtemp(prefix="rmqduel-")
+    w = MessageStore(d, dispatch="put", commitlog_file_size=256 << 20, cq_file_size=20 * 2_000_000)
+    w.put("T", b"x" * 100, 0)
+    w.warm_up()
+    f = MessageStore(d, read_only=True, follow=True, max_transfer_count_in_memory=4096,
+                     max_transfer_bytes_in_memory=64 << 20)
+    put, get, views = w.put, f.get_messages, f.record_views
+    body = b"x" * 100
+    unpack = struct.Struct("<q").unpack_from
+    at = [w.max_offset("T", 0)]
+
+    def pull() -> Any:
+        put("T", body, 0)
+        r = get("g", "T", 0, at[0], 4096, wait=1.0)
+        at[0] = r.next_begin_offset
+        return r
+
+    def pull_view() -> None:
+        r = pull()
+        with views(r.physical_offsets) as vs:
+            for v in vs:
+                unpack(v, 88)
+
+    def cleanup() -> None:
+        f.close()
+        w.close()
+        shutil.rmtree(d)
+
+    return {"put + follower pull (wait=)": pull, "put + follower pull + record view": pull_view}, cleanup
+
+
 def worker(sets: list[str]) -> None:
     """Set the cases up, print their names (one line, tab-separated), then answer each ``INDEX N``
     line with the ns per call of N calls of that case."""
     cases: dict[str, Callable[[], Any]] = {}
     cleanups = []
     for name in sets:
-        c, done = {"reads": _reads, "dispatch": _dispatch}[name]()
+        c, done = {"reads": _reads, "dispatch": _dispatch, "follow": _follow}[name]()
         cases.update(c)
         cleanups.append(done)
     fns = list(cases.values())

@@ -29,10 +29,12 @@ Run: ``python bench/bench_live.py`` (all four; ``--help`` for the knobs), e.g.
 * ``wake``: in one process, a thread waits in ``get_messages(wait=)``; the main thread puts one
   message every 2 ms (each put finds the waiter asleep). Latency: from before the put to the
   waiter's return.
-* ``idle``: what an open writer store costs the timing of the Python thread beside it: the
-  ``latency`` writer's paced loop with no work (100k/s, ``--seconds`` a run), alternately with a
-  store open and idle in the process (its flush and warm-ahead threads, which take the GIL when
-  they wake) and with none, in 4 pairs. Reported: p99 and max lateness of each run (us), and the
+* ``idle``: what an open writer store costs the timing of the Python thread beside it, and what
+  the host allows: the ``latency`` writer's paced loop (100k/s, ``--seconds`` a run) with no work
+  and a store open and idle in the process (``open``: its flush and warm-ahead threads, which take
+  the GIL when they wake), with no work and no store (``none``), and with ~1 us of plain Python
+  per step and no store (``work``: a put's cost here, so the host's slow phases show as they do
+  to a writer), 4 rounds, alternated. Reported: p99 and max lateness of each run (us), and the
   median p99 of each side.
 
 ``--writer-dispatch`` applies to all four (``inline`` to ``latency`` only: the others use ``auto``
@@ -320,30 +322,40 @@ def wake(n: int, impl: str | None = None, writer: str = "auto") -> dict[str, Any
 
 
 # -- an idle store's cost to the thread beside it ---------------------------------------------------
-def idle(seconds: float, impl: str | None = None, writer: str = "auto", pairs: int = 4) -> dict[str, Any]:
+def _python_work(due: int, _items: list[int] = list(range(12))) -> None:  # noqa: B008 - read-only
+    """~1 us of plain Python here (a body packed, bytes joined, a short sum): what a put costs."""
+    _TS.pack(due) + BODY_PAD
+    t = 0
+    for x in _items:
+        t += x
+
+
+def idle(seconds: float, impl: str | None = None, writer: str = "auto", rounds: int = 4) -> dict[str, Any]:
     from rmqcore.store import MessageStore
 
     n = int(100_000 * seconds)
-    runs: dict[str, list[tuple[float, float]]] = {"open": [], "none": []}
+    sides = ("open", "none", "work")
+    runs: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
     d = tempfile.mkdtemp(prefix="rmqbench-live-")
     try:
-        for i in range(pairs):
-            for side in ("open", "none") if i % 2 == 0 else ("none", "open"):
+        for i in range(rounds):
+            for side in sides if i % 2 == 0 else sides[::-1]:
                 s = None
                 if side == "open":
                     s = MessageStore(d, impl=impl, dispatch=_store_dispatch(writer), **_store_kwargs())
                     s.put(TOPIC, b"x", 0)  # its CommitLog file made: the warm-ahead thread runs
                     time.sleep(0.2)
                 try:
-                    us = _paced(n, 100_000, lambda due: None) / 1000.0
+                    us = _paced(n, 100_000, _python_work if side == "work" else lambda due: None) / 1000.0
                 finally:
                     if s is not None:
                         s.close()
                 runs[side].append((float(np.percentile(us, 99)), float(us.max())))
-        return {"writer": _store_dispatch(writer),
-                **{f"{side}_p99_us": round(float(np.median([r[0] for r in rs])), 1) for side, rs in runs.items()},
-                **{f"{side}_runs_p99_max_us": " ".join(f"{a:.0f}/{b:.0f}" for a, b in rs) for side, rs in runs.items()},
-                "load": _load()}
+        out: dict[str, Any] = {"writer": _store_dispatch(writer)}
+        for side, rs in runs.items():
+            out[f"{side}_p99_us"] = round(float(np.median([r[0] for r in rs])), 1)
+            out[f"{side}_runs_p99_max_us"] = " ".join(f"{a:.0f}/{b:.0f}" for a, b in rs)
+        return {**out, "load": _load()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

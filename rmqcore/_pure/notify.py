@@ -240,7 +240,8 @@ def wait(buf: Any, pos: int, expected: int, timeout: float, cancel: Any = None, 
             time.sleep(min(step, _NAP))
 
 
-def wait_reach(buf: Any, pos: int, target: int, timeout: float, cancel: Any = None, poll_s: float = 0.002) -> int:
+def wait_reach(buf: Any, pos: int, target: int, timeout: float, cancel: Any = None,
+               poll_s: float = 0.002) -> int:
     """Sleep until the int64 at ``pos`` (8-aligned) is at least ``target`` (CHANGED), ``cancel[0]``
     is non-zero (CANCELLED) or ``timeout`` seconds pass (TIMEOUT; a negative timeout: no limit),
     looking every ``poll_s`` seconds (the GIL released in between: ``time.sleep``)."""

@@ -230,10 +230,18 @@ class Follower:
         """The CommitLog view reaches ``end`` (records below it are complete): map the files up to it."""
         s = self.store
         assert s is not None
-        cl = s.commitlog
-        if end <= cl.max_offset:
+        q = s.commitlog.queue
+        files = q.files
+        if files:  # the usual case, a pull's: ``end`` is in the last file, the ones before it are full
+            last = files[-1]
+            rel = end - last.file_from_offset
+            before_full = len(files) == 1 or files[-2].wrote_position >= files[-2].file_size
+            if 0 <= rel <= last.file_size and before_full:
+                if rel > last.wrote_position:
+                    last.wrote_position = last.flushed_position = rel
+                return
+        if end <= q.max_offset():
             return
-        q = cl.queue
         while not q.files or q.files[-1].file_end_offset < end:
             if _map_next(q) is None:
                 break
@@ -332,13 +340,14 @@ class Follower:
         units_end = self.k.units_end
         while True:
             w = last.wrote_position
+            mm = last.mm
             if self.notify is not None:
-                end = units_end(last.mm, w, last.file_size)
+                end = units_end(mm, w, last.file_size)
             else:
                 end = self._checked_end(cq, last)
             if end > w:
                 last.wrote_position = last.flushed_position = end
-                off, size, _ = _unpack_unit(last.mm, end - _UNIT)
+                off, size, _ = _unpack_unit(mm, end - _UNIT)
                 if size != _FILLER_SIZE:
                     cq.max_physic_offset = grow = off + size
             if end < last.file_size:

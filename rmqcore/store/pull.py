@@ -7,7 +7,6 @@ goes through ``rmqcore.live.pull``, which calls back into ``MessageStore._get_me
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import threading
@@ -299,32 +298,8 @@ class Pull:
         return -1 if t is None else t
 
     # -- zero-copy views --------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def record_views(self, physical_offsets: Sequence[int]) -> Iterator[list[memoryview]]:
-        s = self._store
-        s._check_open()
-        try:
-            offsets = iter(physical_offsets)
-        except TypeError:
-            raise ConfigError(f"physical_offsets must be an iterable of ints, not {physical_offsets!r}") from None
-        views: list[memoryview] = []
-        # the block runs inside the gate: close() on another thread waits for it (and the block's
-        # store calls raise StoreClosedError meanwhile); on this thread it raises BufferError
-        me = threading.get_ident()
-        out = self.views_out
-        s._gate.enter()
-        out[me] = out.get(me, 0) + 1
-        try:
-            self._take_views(offsets, views)
-            yield views
-        finally:
-            for v in views:
-                v.release()
-            if out[me] == 1:
-                del out[me]
-            else:
-                out[me] -= 1
-            s._gate.leave()
+    def record_views(self, physical_offsets: Sequence[int]) -> _RecordViews:
+        return _RecordViews(self, physical_offsets)
 
     def _take_views(self, offsets: Iterator[Any], views: list[memoryview]) -> None:
         """``record_views``' views, appended to ``views`` as they are made."""
@@ -337,3 +312,53 @@ class Pull:
             base = memoryview(mf.mm)
             views.append(base[pos : pos + size].toreadonly())
             base.release()
+
+
+class _RecordViews:
+    """``record_views``' block: zero-copy views of the records at the offsets, taken on entry inside
+    the store's gate and released on exit. The block runs inside the gate: close() on another
+    thread waits for it (and the block's store calls raise StoreClosedError meanwhile); on this
+    thread it raises BufferError. (A class, not a generator: a follower reads one message's view
+    per pull, and the generator's machinery was a fifth of that.)"""
+
+    __slots__ = ("_pull", "_offsets", "_views", "_me")
+
+    def __init__(self, pull: Pull, physical_offsets: Sequence[int]) -> None:
+        self._pull = pull
+        self._offsets = physical_offsets
+        self._views: list[memoryview] = []
+        self._me = -1
+
+    def __enter__(self) -> list[memoryview]:
+        p = self._pull
+        s = p._store
+        s._check_open()
+        try:
+            offsets = iter(self._offsets)
+        except TypeError:
+            raise ConfigError(
+                f"physical_offsets must be an iterable of ints, not {self._offsets!r}") from None
+        me = self._me = threading.get_ident()
+        out = p.views_out
+        s._gate.enter()
+        out[me] = out.get(me, 0) + 1
+        try:
+            p._take_views(offsets, self._views)
+        except BaseException:
+            self._leave()
+            raise
+        return self._views
+
+    def __exit__(self, *exc: object) -> None:
+        self._leave()
+
+    def _leave(self) -> None:
+        p = self._pull
+        for v in self._views:
+            v.release()
+        out, me = p.views_out, self._me
+        if out[me] == 1:
+            del out[me]
+        else:
+            out[me] -= 1
+        p._store._gate.leave()
