@@ -50,6 +50,7 @@ import json
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import struct
 import sys
 import tempfile
@@ -57,7 +58,11 @@ import threading
 import time
 from typing import Any
 
-import numpy as np
+# OpenBLAS's worker threads spin for a while after numpy's first BLAS call: on a small machine that
+# is CPU the writer or the follower needs (set before numpy loads; the spawned followers inherit it)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402 - after the environment above
 
 TOPIC = "LiveBench"
 BODY_PAD = b"p" * 92  # 8-byte due time + 92 = 100-byte bodies
@@ -378,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="latency: the writer process on CPU 0, the follower on CPU 1 (Linux)")
     ap.add_argument("--json", action="store_true", help="one JSON object per result")
     args = ap.parse_args(argv)
+    # a SIGTERM ends the run as Ctrl-C would: the cases' ``finally`` blocks remove their stores
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(128 + signal.SIGTERM))
     for what in args.what:  # (choices= rejects the default of a nargs="*" positional)
         if what not in CASES:
             ap.error(f"unknown case {what!r}: choose from {', '.join(CASES)}")
