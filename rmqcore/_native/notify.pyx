@@ -193,6 +193,17 @@ def waits_add(buf, Py_ssize_t pos, int delta):
     return _on_word(buf, pos, _WAITS_ADD, delta)
 
 
+cdef bint _cancel_word(object cancel, Py_buffer *cv) except -1:
+    """Export ``cancel`` (an int64[1], or None: False) into ``cv``, released by the caller when True."""
+    if cancel is None:
+        return False
+    PyObject_GetBuffer(cancel, cv, PyBUF_SIMPLE)
+    if cv.len != 8 or (<uintptr_t>cv.buf) % 8:
+        PyBuffer_Release(cv)
+        raise ValueError("cancel must be an int64[1]")
+    return True
+
+
 def wait(buf, Py_ssize_t pos, expected, double timeout, cancel=None, bint flag=True, double slice_s=0.0,
          double spin_s=0.0):
     """See the pure twin. ``spin_s``: first spin (GIL released) up to this long on the slot, then sleep
@@ -206,11 +217,7 @@ def wait(buf, Py_ssize_t pos, expected, double timeout, cancel=None, bint flag=T
     cdef int64_t spin_ns = <int64_t>(min(spin_s, 1.0) * 1e9) if spin_s > 0 else 0
     _word(buf, &v, pos, 8, 4, flag)
     try:
-        if cancel is not None:
-            PyObject_GetBuffer(cancel, &cv, PyBUF_SIMPLE)
-            has_cancel = True
-            if cv.len != 8 or (<uintptr_t>cv.buf) % 8:
-                raise ValueError("cancel must be an int64[1]")
+        has_cancel = _cancel_word(cancel, &cv)
         with nogil:
             r = rmq_notify_wait_spin(<unsigned char *>v.buf + pos, exp, ns,
                                      <const int64_t *>cv.buf if has_cancel else NULL, flag, slice_ns, spin_ns)
@@ -230,11 +237,7 @@ def wait_reach(buf, Py_ssize_t pos, int64_t target, double timeout, cancel=None,
     cdef int64_t poll_ns = <int64_t>(min(max(poll_s, 1e-6), 1.0) * 1e9)
     _word(buf, &v, pos, 8, 8, False)
     try:
-        if cancel is not None:
-            PyObject_GetBuffer(cancel, &cv, PyBUF_SIMPLE)
-            has_cancel = True
-            if cv.len != 8 or (<uintptr_t>cv.buf) % 8:
-                raise ValueError("cancel must be an int64[1]")
+        has_cancel = _cancel_word(cancel, &cv)
         with nogil:
             r = rmq_notify_wait_reach(<const int64_t *>(<unsigned char *>v.buf + pos), target, ns,
                                       <const int64_t *>cv.buf if has_cancel else NULL, poll_ns)
