@@ -23,6 +23,7 @@ from rmqcore.errors import (
     CorruptionError,
     DiskFullError,
     InvalidTopicError,
+    OffsetOutOfRangeError,
     StoreClosedError,
 )
 from rmqcore.store import GetStatus, MessageStore
@@ -44,7 +45,11 @@ def test_record_views_are_zero_copy_and_scoped(tmp_path: Path, impl) -> None:
         assert s.get_messages("g", "T", 0, 0).message_count == 5
     with pytest.raises(ValueError):
         bytes(views[0])  # released on exit
-    s.close()
+    with pytest.raises(OffsetOutOfRangeError):  # the second offset has no record: nothing is left out
+        with s.record_views([rs[0].physical_offset, s.commitlog.max_offset]):
+            pass
+    assert s._pull.views_out == {}
+    s.close()  # the gate was left: close does not wait for the failed block
     with pytest.raises(StoreClosedError):
         s.get_messages("g", "T", 0, 0)
 
