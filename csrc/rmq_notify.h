@@ -254,26 +254,38 @@ RMQ_INLINE int rmq_notify_wait_spin(unsigned char *slot, uint32_t expected, int6
 }
 
 /* Sleep until the int64 at `word` reaches `target` (CHANGED), `cancel[0]` is non-zero (CANCELLED) or
- * `ns` pass (TIMEOUT; ns < 0: no limit), looking every `poll_ns`. No futex: the word is written by
- * a writer that wakes nobody (the CommitLog's live end), so this is a plain timed poll, without the
- * GIL: a helper thread that waits for a writer's progress here costs that writer no GIL hand-over. */
+ * `ns` pass (TIMEOUT; ns < 0: no limit), looking every `poll_ns` while the word moves and backing
+ * off to RMQ_REACH_BACKOFF times that while it does not (an idle store's helper threads wake ~30
+ * times a second, not 500). No futex: the word is written by a writer that wakes nobody (the
+ * CommitLog's live end), so this is a plain timed poll, without the GIL: a helper thread that
+ * waits for a writer's progress here costs that writer no GIL hand-over. */
+#define RMQ_REACH_BACKOFF 16
 RMQ_INLINE int rmq_notify_wait_reach(const int64_t *word, int64_t target, int64_t ns, const int64_t *cancel,
                                      int64_t poll_ns)
 {
-    int64_t now = rmq_notify_now_ns(), deadline = now + ns, step;
+    int64_t now = rmq_notify_now_ns(), deadline = now + ns, step, nap, seen, v;
     if (ns < 0 || deadline < now)
         deadline = INT64_MAX;
     if (poll_ns <= 0)
         poll_ns = RMQ_NOTIFY_NAP_NS;
+    nap = poll_ns;
+    seen = rmq_observe_i64(word);
     for (;;) {
         if (cancel != NULL && rmq_observe_i64(cancel) != 0)
             return RMQ_NOTIFY_CANCELLED;
-        if (rmq_observe_i64(word) >= target)
+        v = rmq_observe_i64(word);
+        if (v >= target)
             return RMQ_NOTIFY_CHANGED;
+        if (v != seen) { /* the writer is writing: look often */
+            seen = v;
+            nap = poll_ns;
+        }
         now = rmq_notify_now_ns();
         if (now >= deadline)
             return RMQ_NOTIFY_TIMEOUT;
-        step = deadline - now < poll_ns ? deadline - now : poll_ns;
+        step = deadline - now < nap ? deadline - now : nap;
+        if (nap < poll_ns * RMQ_REACH_BACKOFF)
+            nap *= 2;
 #if !defined(_WIN32)
         {
             struct timespec t;

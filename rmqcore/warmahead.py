@@ -13,11 +13,12 @@ Two sources use it:
 
 Between passes the thread waits for its writer's progress, not for a clock: given ``progress`` (an
 int64[1] the writer publishes, the CommitLog's live end), it sleeps in ``notify.wait_reach`` (GIL
-released, looking every ``IDLE_MIN``) until the writer has written ``step`` more bytes, or
-``IDLE_MAX`` passes. A thread that woke on a clock took the GIL each time (hundreds of times a
-second while the store was written): a writer running Python then waited out each hand-over, a
-few ms at a time on a loaded machine. Without ``progress`` it polls, every ``IDLE_MIN`` backing off
-to ``IDLE_POLL_MAX`` while there is nothing to do.
+released, looking every ``IDLE_MIN`` while the writer writes, every 16 x that while it does not)
+until the writer has written ``step`` more bytes, or ``IDLE_MAX`` passes. A thread that woke on a
+clock took the GIL each time (hundreds of times a second while the store was written): a writer
+running Python then waited out each hand-over, a few ms at a time on a loaded machine. Without
+``progress`` it polls, every ``IDLE_MIN`` backing off to ``IDLE_POLL_MAX`` while there is nothing
+to do.
 
 A source names only allocated bytes nothing has written yet (CommitLog and consume-queue files are
 allocated when created, an index file as far as ``IndexFile.entry_limit`` allocated it), so file

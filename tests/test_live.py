@@ -165,6 +165,17 @@ def test_wait_reach_ends_when_the_word_reaches_its_target_on_cancel_and_on_timeo
     cancel[0] = 1
     t.join(30)
     assert out == {"result": k.CANCELLED}
+    assert k.REACH_BACKOFF == 16  # an idle word is looked at every 16 poll_s at most: the twins agree
+    cancel[0] = 0
+    t0 = time.monotonic()  # a word that stops moving: looked at often, then less; the answer is the same
+    t, out = _in_thread(lambda: k.wait_reach(word, 8, 5000, 60.0, cancel, 0.001))
+    for v in range(1001, 1011):
+        word[1] = v
+        time.sleep(0.003)
+    time.sleep(0.1)
+    word[1] = 5000
+    t.join(30)
+    assert out == {"result": k.CHANGED} and time.monotonic() - t0 < 10
     for call in (lambda: k.wait_reach(word, 4, 0, 0.01), lambda: k.wait_reach(word, 16, 0, 0.01),
                  lambda: k.wait_reach(word, 0, 0, 0.01, np.zeros(2, dtype=np.int64))):
         with pytest.raises(ValueError):

@@ -7,13 +7,14 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uintptr_t
 
 __all__ = [
     "TIMEOUT", "CHANGED", "CANCELLED", "UNIT_SIZE", "publish_units", "units_end", "seq", "bump", "wake", "wait",
-    "poke", "waits_add", "load64", "store64", "load32", "store32", "wait_reach",
+    "poke", "waits_add", "load64", "store64", "load32", "store32", "wait_reach", "REACH_BACKOFF",
 ]
 
 cdef extern from "rmq_notify.h" nogil:
     int RMQ_NOTIFY_TIMEOUT
     int RMQ_NOTIFY_CHANGED
     int RMQ_NOTIFY_CANCELLED
+    int RMQ_REACH_BACKOFF
     void rmq_cq_publish_unit(unsigned char *u, int64_t phys, int32_t size, int64_t tags)
     int32_t rmq_cq_unit_size(const unsigned char *u)
     uint32_t rmq_notify_seq(const unsigned char *slot)
@@ -34,6 +35,7 @@ cdef extern from "rmq_notify.h" nogil:
 TIMEOUT = RMQ_NOTIFY_TIMEOUT
 CHANGED = RMQ_NOTIFY_CHANGED
 CANCELLED = RMQ_NOTIFY_CANCELLED
+REACH_BACKOFF = RMQ_REACH_BACKOFF
 UNIT_SIZE = 20
 
 
@@ -229,7 +231,7 @@ def wait(buf, Py_ssize_t pos, expected, double timeout, cancel=None, bint flag=T
 
 
 def wait_reach(buf, Py_ssize_t pos, int64_t target, double timeout, cancel=None, double poll_s=0.002):
-    """See the pure twin (``rmq_notify_wait_reach``: polled every ``poll_s`` without the GIL)."""
+    """See the pure twin (``rmq_notify_wait_reach``: polled without the GIL)."""
     cdef Py_buffer v, cv
     cdef bint has_cancel = False
     cdef int r

@@ -14,8 +14,9 @@ Two things are published by a writer and waited for by readers in its own and in
   until ``cancel[0]`` is non-zero (an int64[1] the caller owns: close). ``wake`` wakes the sleepers
   of a slot without changing it (they look at ``cancel``).
 * **Progress words**: ``wait_reach`` sleeps until an int64 a writer publishes (the CommitLog's live
-  end) reaches a target, looking every ``poll_s``: that writer wakes nobody, and a helper thread
-  waiting on it this way takes the GIL only when there is something to do.
+  end) reaches a target, looking every ``poll_s`` (less often while it does not move): that
+  writer wakes nobody, and a helper thread waiting on it this way takes the GIL only when there is
+  something to do.
 
 Every function takes a buffer and byte positions, checked once (``ValueError`` when a word is out
 of range or misaligned, or a read-only buffer is to be written), and holds no state. The waits
@@ -43,12 +44,13 @@ from ..layout import CQ_UNIT_FIELDS, CQ_UNIT_SIZE
 __all__ = [
     "TIMEOUT", "CHANGED", "CANCELLED", "UNIT_SIZE", "publish_units", "units_end", "seq", "bump", "wake",
     "wait", "poke", "waits_add",
-    "load64", "store64", "load32", "store32", "wait_reach",
+    "load64", "store64", "load32", "store32", "wait_reach", "REACH_BACKOFF",
 ]
 
 TIMEOUT, CHANGED, CANCELLED = 0, 1, 2  # wait's answers
 UNIT_SIZE = CQ_UNIT_SIZE
 _NAP = 200e-6  # the wait step where there is no futex
+REACH_BACKOFF = 16  # wait_reach looks at most this many poll_s apart while the word does not move
 _U32 = struct.Struct("=I")
 _I64 = struct.Struct("=q")
 _BE32 = struct.Struct(">i")
@@ -244,7 +246,8 @@ def wait_reach(buf: Any, pos: int, target: int, timeout: float, cancel: Any = No
                poll_s: float = 0.002) -> int:
     """Sleep until the int64 at ``pos`` (8-aligned) is at least ``target`` (CHANGED), ``cancel[0]``
     is non-zero (CANCELLED) or ``timeout`` seconds pass (TIMEOUT; a negative timeout: no limit),
-    looking every ``poll_s`` seconds (the GIL released in between: ``time.sleep``)."""
+    looking every ``poll_s`` seconds while the word moves and backing off to ``REACH_BACKOFF``
+    times that while it does not (the GIL released in between: ``time.sleep``)."""
     mv = _view(buf, pos, 8, False)
     if pos % 8:
         raise ValueError(f"an int64 at {pos} is misaligned")
@@ -252,14 +255,20 @@ def wait_reach(buf: Any, pos: int, target: int, timeout: float, cancel: Any = No
                                or np.asarray(cancel).dtype.itemsize != 8):
         raise ValueError("cancel must be an int64[1]")
     poll_s = min(max(poll_s, 1e-6), 1.0)
+    nap = poll_s
     deadline = float("inf") if timeout < 0 else time.monotonic() + timeout
     unpack = _I64.unpack_from
+    seen = unpack(mv, pos)[0]
     while True:
         if cancel is not None and int(cancel[0]) != 0:
             return CANCELLED
-        if unpack(mv, pos)[0] >= target:
+        v = unpack(mv, pos)[0]
+        if v >= target:
             return CHANGED
+        if v != seen:  # the writer is writing: look often
+            seen, nap = v, poll_s
         now = time.monotonic()
         if now >= deadline:
             return TIMEOUT
-        time.sleep(min(deadline - now, poll_s))
+        time.sleep(min(deadline - now, nap))
+        nap = min(nap * 2, poll_s * REACH_BACKOFF)
