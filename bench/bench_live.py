@@ -327,11 +327,14 @@ def wake(n: int, impl: str | None = None, writer: str = "auto") -> dict[str, Any
 
 
 # -- an idle store's cost to the thread beside it ---------------------------------------------------
-def _python_work(due: int, _items: list[int] = list(range(12))) -> None:  # noqa: B008 - read-only
+_WORK_ITEMS = list(range(12))
+
+
+def _python_work(due: int) -> None:
     """~1 us of plain Python here (a body packed, bytes joined, a short sum): what a put costs."""
     _TS.pack(due) + BODY_PAD
     t = 0
-    for x in _items:
+    for x in _WORK_ITEMS:
         t += x
 
 

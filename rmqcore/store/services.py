@@ -68,7 +68,7 @@ class StoreServices:
             # woken by appends: units and index entries follow the records (a quarter of the bytes
             # warmed ahead of a queue is far more than a quarter as many records' units)
             self.logics_warmer = WarmAhead(self._warm_regions, _LOGICS_WARM_CHUNK,
-                                           "rmqcore-logics-warm-ahead", s.commitlog._appender.live,
+                                           "rmqcore-logics-warm-ahead", s.commitlog.roller.progress,
                                            cfg.logics_warm_ahead // 4)
 
     def _warm_regions(self) -> list[Region]:
