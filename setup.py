@@ -8,6 +8,8 @@ RMQCORE_NO_EXTENSIONS=1 (or a non-CPython interpreter) builds a pure-Python pack
 RMQCORE_REQUIRE_NATIVE=1 (wheel builds: cibuildwheel, CI's wheel round trip) makes any build without the
 compiled kernels an error instead, so a wheel can never silently come out pure-Python.
 RMQCORE_DEBUG_BUILD=1 builds with -O0 -g3 and Cython line tracing.
+The modules are compiled in parallel, one job per CPU (RMQCORE_BUILD_JOBS=N sets N), and on Linux
+also translated by Cython in parallel.
 """
 import glob
 import os
@@ -15,9 +17,20 @@ import platform
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 CORE = "rmqcore._native._core"
+JOBS = int(os.environ.get("RMQCORE_BUILD_JOBS") or os.cpu_count() or 1)
+
+
+class ParallelBuildExt(build_ext):
+    """build_ext compiling JOBS extension modules at once unless told otherwise (``-j``)."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = JOBS
 
 
 def _extensions():
@@ -58,7 +71,9 @@ def _extensions():
     directives = {"language_level": 3, "embedsignature": True}
     if debug:
         directives["linetrace"] = True
-    return cythonize(exts, compiler_directives=directives, annotate=debug)
+    # (cythonize's jobs are processes: forked on Linux only, where setup.py is not run again in each)
+    nthreads = JOBS if JOBS > 1 and sys.platform.startswith("linux") else 0
+    return cythonize(exts, compiler_directives=directives, annotate=debug, nthreads=nthreads)
 
 
-setup(ext_modules=_extensions())
+setup(ext_modules=_extensions(), cmdclass={"build_ext": ParallelBuildExt})
