@@ -1,8 +1,8 @@
 """Live consumers: writer-to-follower latency across two processes, a follower's read throughput on
-a live store, the in-process wake latency of ``get_messages(wait=)``, and what an idle writer store
-costs the timing of the thread beside it.
+a live store, the in-process wake latency of ``get_messages(wait=)``, what an idle writer store
+costs the timing of the thread beside it, and the put that needs a new consume-queue file.
 
-Run: ``python bench/bench_live.py`` (all four; ``--help`` for the knobs), e.g.
+Run: ``python bench/bench_live.py`` (all five; ``--help`` for the knobs), e.g.
 ``python bench/bench_live.py latency --rates 10000,100000,1000000 --seconds 3``.
 
 * ``latency``: a writer process puts one message at a time at a fixed rate (open loop: message i is
@@ -36,8 +36,13 @@ Run: ``python bench/bench_live.py`` (all four; ``--help`` for the knobs), e.g.
   per step and no store (``work``: a put's cost here, so the host's slow phases show as they do
   to a writer), 4 rounds, alternated. Reported: p99 and max lateness of each run (us), and the
   median p99 of each side.
+* ``roll``: the puts around a consume-queue roll (the last unit of a file, the first of the next,
+  one more; ``--roll-units`` per file, 300k as RocketMQ's default), on a store whose spare
+  consume-queue file is ready (``spare``, spares.py) and on one whose spares were closed, so the
+  queue creates its file itself (``create``), 2 rolls per store, ``--rounds`` stores each,
+  alternated. Reported: the median time of the three puts (us) on each side, and every run's.
 
-``--writer-dispatch`` applies to all four (``inline`` to ``latency`` only: the others use ``auto``
+``--writer-dispatch`` applies to all five (``inline`` to ``latency`` only: the others use ``auto``
 then).
 
 The machine's load is printed with each result: figures on a shared machine are noisy; compare
@@ -68,7 +73,7 @@ TOPIC = "LiveBench"
 BODY_PAD = b"p" * 92  # 8-byte due time + 92 = 100-byte bodies
 BODY_AT = 88  # a record's body starts here (IPv4 hosts: 84 header bytes + BODYLENGTH)
 _TS = struct.Struct("<q")
-CASES = ("latency", "throughput", "wake", "idle")
+CASES = ("latency", "throughput", "wake", "idle", "roll")
 
 
 def _load() -> str:
@@ -368,6 +373,41 @@ def idle(seconds: float, impl: str | None = None, writer: str = "auto", rounds: 
         shutil.rmtree(d, ignore_errors=True)
 
 
+def roll(units: int, impl: str | None = None, writer: str = "auto", rounds: int = 4) -> dict[str, Any]:
+    from rmqcore.store import MessageStore
+
+    body = b"r" * 100
+    runs: dict[str, list[float]] = {"spare": [], "create": []}
+    for i in range(rounds):
+        for side in ("spare", "create") if i % 2 == 0 else ("create", "spare"):
+            d = tempfile.mkdtemp(prefix="rmqbench-roll-")
+            try:
+                with MessageStore(d, impl=impl, dispatch=_store_dispatch(writer),
+                                  **{**_store_kwargs(), "cq_file_size": units * 20}) as s:
+                    if side == "create":
+                        s._services.spares.close()
+                    s.put(TOPIC, body, 0)
+                    s.warm_up()
+                    for _ in range(2):
+                        for _ in range(units - 3):
+                            s.put(TOPIC, body, 0)
+                        s.dispatch()
+                        time.sleep(0.2)  # the spare made, the warm-ahead threads done
+                        t = time.perf_counter_ns()
+                        s.put(TOPIC, body, 0)
+                        s.put(TOPIC, body, 0)
+                        s.put(TOPIC, body, 0)
+                        s.dispatch()
+                        runs[side].append((time.perf_counter_ns() - t) / 1000.0)
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+    out: dict[str, Any] = {"writer": _store_dispatch(writer), "units": units}
+    for side, rs in runs.items():
+        out[f"{side}_us"] = round(float(np.median(rs)), 1)
+        out[f"{side}_runs_us"] = " ".join(f"{r:.0f}" for r in rs)
+    return {**out, "load": _load()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", nargs="*", metavar="CASE", help=f"any of {', '.join(CASES)} (default: all)")
@@ -375,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="latency, throughput, idle: seconds per run")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each case")
     ap.add_argument("--wake-n", type=int, default=2000, help="wake: messages")
+    ap.add_argument("--roll-units", type=int, default=300_000, help="roll: units per consume-queue file")
+    ap.add_argument("--rounds", type=int, default=4, help="roll: stores of each side")
     ap.add_argument("--impl", choices=["native", "pure"], default=None)
     ap.add_argument("--writer-dispatch", choices=["auto", "inline", "put"], default="auto",
                     help="the writer's reput thread publishes (auto), its put loop calls dispatch() after "
@@ -403,8 +445,10 @@ def main(argv: list[str] | None = None) -> int:
                                                      writer=args.writer_dispatch))]
             elif what == "wake":
                 results = [("wake", wake(args.wake_n, args.impl, args.writer_dispatch))]
-            else:
+            elif what == "idle":
                 results = [("idle", idle(args.seconds, args.impl, args.writer_dispatch))]
+            else:
+                results = [("roll", roll(args.roll_units, args.impl, args.writer_dispatch, args.rounds))]
             for name, res in results:
                 if args.json:
                     print(json.dumps({"bench": name, **res}))

@@ -26,7 +26,7 @@ import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from .config import int_arg
 from .errors import ConfigError, InvalidTopicError
 from .mappedfile import MappedFile, MappedFileQueue, MapPool
 from .wire import utf8_text
+
+if TYPE_CHECKING:
+    from .spares import SpareFiles
 
 __all__ = ["ConsumeQueue", "check_topic_dir", "BLANK_UNIT", "BOUNDARY_LOWER", "BOUNDARY_UPPER", "BOUNDARY_NEAREST", "put_grouped"]
 
@@ -102,6 +105,7 @@ class ConsumeQueue:
     def __init__(
         self, store_dir: str | Path, topic: str, queue_id: int, *, file_size: int = L.DEFAULT_CQ_FILE_SIZE,
         read_only: bool = False, huge_pages: bool = False, pool: MapPool | None = None,
+        spares: SpareFiles | None = None,
     ) -> None:
         if file_size <= 0 or file_size % UNIT:
             raise ConfigError(f"consume queue file size must be a positive multiple of 20, not {file_size}")
@@ -112,8 +116,9 @@ class ConsumeQueue:
         self.read_only = read_only
         self.directory = Path(store_dir) / "consumequeue" / topic / str(queue_id)
         # with a pool (a store's), its files are mapped while used, at most the pool's budget at once
+        # with spares (a writing store's), a new file is a spare made ahead (spares.py)
         self.queue = MappedFileQueue(self.directory, file_size, read_only=read_only, huge_pages=huge_pages,
-                                     pool=pool)
+                                     pool=pool, spares=spares)
         self.min_logic_offset = 0  # bytes
         self.max_physic_offset = -1  # offset + size of the last unit
         self._stamped: dict[int, int] = {}  # file start -> write position when its mtime was set

@@ -259,6 +259,12 @@ NF_REPUT_WAKE = 72
 NF_WAITS = 80
 NOTIFY_STATE_CLOSED, NOTIFY_STATE_RECOVERING, NOTIFY_STATE_OPEN = 0, 1, 2
 
+# --- spare consume-queue files (rmqcore's own, ``<store>/spare/spare-<n>``; rmqcore/spares.py): a
+# writer's files of the consume-queue file size, all zeros, renamed into a queue's directory when it
+# needs a file; nothing else is ever in the directory, and a broker ignores it
+SPARE_DIR = "spare"
+SPARE_PREFIX = "spare-"
+
 # --- consumer offsets committed by followers (rmqcore's own, ``config/consumerOffset.inbox``) -----
 # One JSON object per line, {"topic@group": {"<queue id>": offset}}, appended under an exclusive
 # flock by read-only followers; the writer (the one owner of consumerOffset.json, as RocketMQ's

@@ -31,7 +31,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import fileops
 from . import layout as L
@@ -43,6 +43,9 @@ from .errors import (
     TooManyOpenFilesError,
     full_disk_is_error,
 )
+
+if TYPE_CHECKING:
+    from .spares import SpareFiles
 
 __all__ = ["MappedFile", "MappedFileQueue", "MapPool", "PooledMappedFile", "map_file", "open_files_budget"]
 
@@ -409,11 +412,15 @@ class MappedFileQueue:
 
     def __init__(
         self, directory: str | os.PathLike[str], file_size: int, *, read_only: bool = False,
-        huge_pages: bool = False, pool: MapPool | None = None,
+        huge_pages: bool = False, pool: MapPool | None = None, spares: SpareFiles | None = None,
     ) -> None:
         if file_size <= 0:
             raise ConfigError(f"file size must be positive, not {file_size}")
+        if spares is not None and (read_only or spares.file_size != file_size):
+            raise ConfigError(f"spare files of {spares.file_size} bytes for {directory} ({file_size}-byte files, "
+                              f"read_only={read_only})")
         self.pool = pool  # its files are PooledMappedFiles of this pool
+        self.spares = spares  # a new file is a spare moved here when one is ready
         self.directory = Path(directory)
         self.file_size = file_size
         self.read_only = read_only
@@ -509,7 +516,7 @@ class MappedFileQueue:
         path = self.directory / L.offset_to_file_name(start)
         if path.exists() and path.stat().st_size == 0:
             path.unlink()
-        if path.exists():
+        if path.exists() or (self.spares is not None and self.spares.take(path)):
             return self._file(path, start, False)
         with full_disk_is_error(f"{path} ({self.file_size} bytes)"):
             return self._file(path, start, True)

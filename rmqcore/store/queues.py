@@ -34,7 +34,8 @@ def load_consume_queues(store: MessageStore) -> None:
             if not qdir.is_dir() or not is_int_text(qdir.name):
                 continue
             cq = ConsumeQueue(store.store_dir, tdir.name, int(qdir.name), file_size=store.config.cq_file_size,
-                              read_only=store.read_only, huge_pages=store._huge_pages, pool=store._map_pool)
+                              read_only=store.read_only, huge_pages=store._huge_pages, pool=store._map_pool,
+                              spares=store._services.spares)
             cq.load()
             store.consume_queues[(tdir.name, int(qdir.name))] = cq
 
@@ -56,7 +57,7 @@ def consume_queue(store: MessageStore, topic: str, queue_id: int, create: bool) 
         if type(topic) is not str or type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
             raise ConfigError(f"no queue can be made for topic {topic!r} and queue_id {queue_id!r}")
         cq = ConsumeQueue(store.store_dir, topic, queue_id, file_size=store.config.cq_file_size,
-                          huge_pages=store._huge_pages, pool=store._map_pool)
+                          huge_pages=store._huge_pages, pool=store._map_pool, spares=store._services.spares)
         store.consume_queues[(topic, queue_id)] = cq
         store._meta.note_topic(topic, queue_id)
     return cq

@@ -1,6 +1,7 @@
 """The store's background services and what they make durable: the CommitLog flush (GroupCommitService
 under SYNC_FLUSH, FlushRealTimeService under ASYNC_FLUSH), FlushConsumeQueueService (consume queues
-and the checkpoint), the reput thread (``reput.ReputService``) and the logics warm-ahead.
+and the checkpoint), the reput thread (``reput.ReputService``), the logics warm-ahead and the spare
+consume-queue files (``spares.SpareFiles``).
 
 ``StoreServices`` owns those threads, starts them once the store has recovered and stops every one
 of them at close, and owns the lock held while consume-queue and index files are synced (taken by
@@ -12,7 +13,9 @@ import contextlib
 import threading
 from typing import TYPE_CHECKING
 
+from .. import layout as L
 from ..flush import AsyncFlushService, GroupCommitService
+from ..spares import SpareFiles
 from ..warmahead import Region, WarmAhead
 from .pull import store_time_in
 from .reput import ReputService
@@ -35,6 +38,10 @@ class StoreServices:
         self.async_flush: AsyncFlushService | None = None
         self.logics_flush: AsyncFlushService | None = None
         self.logics_warmer: WarmAhead | None = None
+        # a writer's spare consume-queue files, before any queue is opened (what a crashed writer
+        # left is deleted here); their thread starts with the first file taken
+        self.spares = None if store.read_only else SpareFiles(store.store_dir / L.SPARE_DIR,
+                                                              store.config.cq_file_size)
         # held while consume-queue and index files are synced, and by whatever closes such files
         # meanwhile (retention): the periodic flush syncs without the dispatch lock
         self.logics_files_lock = threading.Lock()
@@ -86,6 +93,8 @@ class StoreServices:
         with contextlib.ExitStack() as steps:  # callbacks run last-in first-out
             if self.logics_warmer is not None:  # before any file is unmapped
                 steps.callback(self._stop_logics_warmer)
+            if self.spares is not None:  # a queue made from now on creates its file itself
+                steps.callback(self.spares.close)
             for svc in (self.logics_flush, self.async_flush, self.group_commit):
                 if svc is not None:
                     steps.callback(svc.stop)
