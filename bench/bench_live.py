@@ -24,8 +24,9 @@ Run: ``python bench/bench_live.py`` (all five; ``--help`` for the knobs), e.g.
   (``put``: ``dispatch="put"``, the unit written and its waiters woken in the put's native call).
 * ``throughput``: a writer puts batches of 1000 100-byte messages as fast as it can for a number of
   seconds, while a follower pulls (``max_msgs`` 4096, no decoding: offsets and sizes) until it has
-  every message. Reported: the writer's and the follower's rates, and how far behind the follower
-  ended (its lag when the writer stopped).
+  every message. Reported: the writer's rate alone (0.3 s of puts before the follower starts: how
+  many messages the run puts), the writer's and the follower's rates, and how far behind the
+  follower ended (its lag when the writer stopped).
 * ``wake``: in one process, a thread waits in ``get_messages(wait=)``; the main thread puts one
   message every 2 ms (each put finds the waiter asleep). Latency: from before the put to the
   waiter's return.
@@ -286,7 +287,7 @@ def throughput(seconds: float, batch: int = 1000, impl: str | None = None,
         p.join(30)
         w.close()
         return {"writer": _store_dispatch(writer), "messages": total_guess,
-                "writer_msgs_per_s": round(total_guess / (t1 - t0)),
+                "writer_alone_msgs_per_s": round(per_s), "writer_msgs_per_s": round(total_guess / (t1 - t0)),
                 "follower_msgs_per_s": round(got / max(f1 - f0, 1e-9)), "follower_got": got,
                 "follower_done_after_writer_s": round(f1 - t1, 3), "load": _load()}
     finally:
