@@ -40,7 +40,7 @@ def _mixed(s: MessageStore, n: int) -> list[bool]:
     expect = []
     for i in range(n):
         t = "TopicA" if i % 3 else "TopicB"
-        kind = i % 12
+        kind = i % 16
         hint = True
         if kind == 0:
             s.put(t, b"x" * (i % 50), i % 4, tags="T%d" % (i % 5), keys="k%d" % i)
@@ -63,7 +63,7 @@ def _mixed(s: MessageStore, n: int) -> list[bool]:
             hint = False
         elif kind == 7:
             s.put_batch(t, [b"b1", b"b2"], i % 4, properties_raw=["KEYS\x01bk%d\x02TAGS\x01Bt\x02" % i, ""])
-            expect.append(False)  # batches are parsed
+            expect.append(False)  # a batch of per-message properties is parsed
             hint = False
         elif kind == 8:
             s.put(t, b"n", i % 4)  # no properties
@@ -73,6 +73,19 @@ def _mixed(s: MessageStore, n: int) -> list[bool]:
         elif kind == 10:
             s.put(t, b"r", 2, properties={"KEYS": "raw%d" % i})  # a properties mapping
             hint = False
+        elif kind == 12:
+            s.put_batch(t, [b"s1", b"s22", b"s333"], i % 4)  # a batch without properties: hints
+            expect += [True, True]
+        elif kind == 13:  # one properties mapping for the whole batch, one key: hints
+            s.put_batch(t, [b"m1", b"m2"], i % 4, properties={"TAGS": "Bt%d" % (i % 3), "KEYS": "bk%d" % i})
+            expect.append(True)
+        elif kind == 14:  # one mapping for the whole batch with two keys: parsed
+            s.put_batch(t, [b"w1", b"w2"], i % 4, properties={"KEYS": "a%d b%d" % (i, i)})
+            expect.append(False)
+            hint = False
+        elif kind == 15:  # one tags str for the whole batch: one properties object, hints
+            s.put_batch(t, [b"g1", b"g2"], i % 4, tags="G%d" % (i % 2))
+            expect.append(True)
         else:
             s.put(t, b"q" * 10, i % 4, tags="TagA", keys="key-%d" % i)
         expect.append(hint)

@@ -269,6 +269,7 @@ cdef class _Queues:
 
 
 include "appender_tell.pxi"
+include "appender_hints.pxi"
 
 
 cdef class Appender:
@@ -706,7 +707,7 @@ cdef class Appender:
         length against ``max_message_size``, then places and writes it)."""
         cdef Py_ssize_t n = len(bodies), i, ln, longest = 0
         cdef _Queues qt
-        cdef int64_t pub = 1
+        cdef int64_t pub = 1, nh
         for i in range(n):
             b = bodies[i]
             ln = PyBytes_GET_SIZE(b) if PyBytes_CheckExact(b) else len(b)
@@ -741,6 +742,12 @@ cdef class Appender:
                 mf = self._roll_over(mf)
             self._pos = pos + total
             self._set_wrote(mf, self._pos)
+            nh = _batch_hints(self._ring, self._nhints, <const unsigned char *>self._view.buf, pos,
+                              self._from, topic, topic_bytes, properties, sys_flag, queue_id, qoff, ts, sizes,
+                              cnt)
+            if nh != self._nhints:  # after the records, before their end is published (rmq_hints.h)
+                self._nhints = nh
+                rmq_publish_i64(self._hint_head, nh)
             rmq_publish_i64(self._live, self._from + self._pos)
             qt.put(queue_id, qoff + cnt)
             pub = self._tell.appended(<const unsigned char *>self._view.buf, self._view.len, self._from, pos,

@@ -140,7 +140,8 @@ cdef inline bint _plain(object s) noexcept:
 def batch_properties(Py_ssize_t n, tags, keys, int flavour, fallback):
     """The pure twin's ``batch_properties``: the same bytes, with each message whose tags and
     keys are None or ASCII strs (no separator, short enough) encoded here, one bytes object per
-    message and no Python call; ``fallback(tags, keys)`` builds (and raises for) every other."""
+    message (one for all with one ``tags`` str and no keys) and no Python call;
+    ``fallback(tags, keys)`` builds (and raises for) every other."""
     cdef list out = [None] * n
     cdef Py_ssize_t i, tl, kl, plen
     cdef const char *tp
@@ -156,6 +157,9 @@ def batch_properties(Py_ssize_t n, tags, keys, int flavour, fallback):
     if (not one_tag and len(tags) < n) or (keys is not None and len(keys) < n):
         raise InvalidMessageError("tags and keys need one entry per body")
     for i in range(n):
+        if one_tag and keys is None and i > 0:
+            out[i] = out[0]  # the same bytes: one object (the records then get dispatch hints)
+            continue
         if not one_tag:
             t = tags[i]
         if keys is not None:

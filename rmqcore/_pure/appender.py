@@ -24,10 +24,18 @@ from ..bases import ReadOnly
 from ..errors import InvalidMessageError, MessageTooLargeError, StoreClosedError
 from ..layout import (
     BLANK_SIZE,
+    C_TOPIC_LEN,
+    C_TOPIC_POS,
+    D_FLAGS,
+    D_KEYS_COUNT,
+    D_TAGS_CODE,
+    DISPATCH_ROWS,
     H_SEQ,
     HINT_CAPACITY,
     HINT_FIELDS,
     MAX_TOPIC_LEN_V1,
+    NCOLUMNS,
+    ST_MSG,
     TRANSACTION_MASK,
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
@@ -35,6 +43,7 @@ from ..layout import (
 from ..wire import SCHEDULE_TOPIC, create_message_id
 from . import codec
 from . import notify as _notify
+from .dispatch import dispatch_batch
 from .hashing import index_key_hash, java_string_hash
 
 __all__ = ["Appender", "AppendResult", "BatchAppendResult", "batch_properties", "prefault", "sync_range"]
@@ -50,10 +59,14 @@ def batch_properties(
     None or a sequence of ``n`` (each a str, a sequence of str, or None). ``fallback(tags, keys)``
     builds (and validates) one message's properties; the native twin encodes the plain case
     itself (ASCII strs: ``KEYS\x01k\x02TAGS\x01t``, ``\x02`` at the end in ``flavour`` 5) and
-    asks ``fallback`` for everything else, so both give the same bytes and the same errors."""
+    asks ``fallback`` for everything else, so both give the same bytes and the same errors. One
+    ``tags`` str and no keys: one bytes object for every message (their records get dispatch hints,
+    see ``Appender._batch_hints``)."""
     one = tags is None or isinstance(tags, str)
     if (not one and len(tags) < n) or (keys is not None and len(keys) < n):
         raise InvalidMessageError("tags and keys need one entry per body")
+    if one and keys is None:
+        return [fallback(tags, None)] * n if n > 0 else []
     return [fallback(tags if one else tags[i], None if keys is None else keys[i]) for i in range(n)]
 
 
@@ -367,6 +380,34 @@ class Appender:
         self._nhints += 1
         self._head[0] = self._nhints
 
+    def _batch_hints(self, mm: Any, pos: int, file_from: int, topic: Any, tb: bytes, properties: Any,
+                     sys_flag: int, queue_id: int, qoff: int, ts: int, sizes: Any, cnt: int) -> None:
+        """Hints for the ``cnt`` records of a batch just written at ``pos`` when they can have them:
+        NOT_TYPE records of an ASCII topic other than the delay topic, every message's properties
+        the same object, the first record's dispatch data plain (valid UTF-8, at most one key), which
+        the dispatch kernel gives for the first record once (the native twin's appender_hints.pxi)."""
+        if (cnt <= 0 or cnt > HINT_CAPACITY or sys_flag & TRANSACTION_MASK or self._topic_hash(topic, tb) < 0
+                or type(properties) is not list or len(properties) < cnt
+                or any(p is not properties[0] for p in properties[1:cnt])):
+            return
+        cols = np.zeros((NCOLUMNS, 1), dtype=np.int64)
+        disp = np.zeros((DISPATCH_ROWS, 1), dtype=np.int64)
+        key = np.zeros(1, dtype=np.int64)
+        try:
+            count, _, status, _ = dispatch_batch(mm, pos, pos + int(sizes[0]), cols, disp, key, False)
+        except ValueError:  # two keys or more
+            return
+        if status != ST_MSG or count != 1 or disp[D_FLAGS, 0] != 0:
+            return
+        nk = int(disp[D_KEYS_COUNT, 0])
+        tail = int(sizes[0]) - (int(cols[C_TOPIC_POS, 0]) - pos)  # topic, its properties' length and them
+        p = file_from + pos
+        for i in range(cnt):
+            size = int(sizes[i])
+            self._put_hint(p, size, nk, int(cols[C_TOPIC_LEN, 0]), queue_id, size - tail, qoff + i, ts,
+                           int(disp[D_TAGS_CODE, 0]), int(key[0]) if nk else 0)
+            p += size
+
     def _file(self) -> Any:
         if self._closed:
             raise StoreClosedError("the CommitLog is closed")
@@ -506,6 +547,9 @@ class Appender:
                     break
                 mf = self._roll_over(mf, pos, -total, "a batch")
             mf.wrote_position = pos + total
+            # after the records, before their end is published (rmq_hints.h)
+            self._batch_hints(mf.mm, pos, mf.file_from_offset, topic, topic_bytes, properties, sys_flag,
+                              queue_id, qoff, ts, sizes, cnt)
             self._live[0] = mf.file_from_offset + pos + total
             self._queues[key] = qoff + cnt
             pub = self._appended(mf, pos, pos + total)
