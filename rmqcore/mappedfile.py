@@ -417,8 +417,8 @@ class MappedFileQueue:
         if file_size <= 0:
             raise ConfigError(f"file size must be positive, not {file_size}")
         if spares is not None and (read_only or spares.file_size != file_size):
-            raise ConfigError(f"spare files of {spares.file_size} bytes for {directory} ({file_size}-byte files, "
-                              f"read_only={read_only})")
+            raise ConfigError(f"{directory}: spare files of {spares.file_size} bytes serve only a writable "
+                              f"queue of files that size, not {file_size}-byte files (read_only={read_only})")
         self.pool = pool  # its files are PooledMappedFiles of this pool
         self.spares = spares  # a new file is a spare moved here when one is ready
         self.directory = Path(directory)
