@@ -34,14 +34,15 @@ from . import layout as L
 
 __all__ = ["SpareFiles"]
 
-_ZEROS = bytes(1 << 20)  # written per call while making a spare
+_CHUNK = 1 << 20  # zero bytes written per call while making a spare
 
 
 class SpareFiles:
     """A writer's spare consume-queue files (see the module docstring).
 
     Args:
-        directory: ``<store>/spare``; what is in it is this object's (deleted at construction).
+        directory: ``<store>/spare``; its ``spare-<n>`` files are this object's (those a crashed
+            writer left are deleted at construction; nothing else there is touched).
         file_size: the consume-queue file size; every spare has it.
         keep: spares kept ready.
     """
@@ -132,9 +133,10 @@ class SpareFiles:
         self.directory.mkdir(exist_ok=True)
         fd = fileops.current().create(str(path), self.file_size)
         try:
+            zeros = memoryview(bytes(min(_CHUNK, self.file_size)))
             pos = 0
             while pos < self.file_size:
-                pos += os.pwrite(fd, memoryview(_ZEROS)[: self.file_size - pos], pos)
+                pos += os.pwrite(fd, zeros[: self.file_size - pos], pos)
         except BaseException:
             os.unlink(path)
             raise

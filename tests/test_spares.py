@@ -19,7 +19,8 @@ from rmqcore.store import MessageStore
 from tests.faults import FullFor
 
 UNITS = 8
-GEOM = dict(commitlog_file_size=1 << 20, cq_file_size=UNITS * L.CQ_UNIT_SIZE, index_slots=17, index_entries=400)
+GEOM = dict(commitlog_file_size=1 << 20, cq_file_size=UNITS * L.CQ_UNIT_SIZE, index_slots=17,
+            index_entries=400)
 
 
 def _ready(sp: SpareFiles, n: int = 1, timeout: float = 10.0) -> None:
@@ -76,8 +77,8 @@ def test_a_queue_that_needs_a_file_takes_the_spare_and_the_bytes_are_the_same(tm
     assert not (spared / L.SPARE_DIR).exists() and not (plain / L.SPARE_DIR).exists()
 
 
-def test_a_crashed_writers_spares_go_at_the_next_writers_open_and_read_only_opens_leave_them(tmp_path: Path,
-                                                                                            impl: Any) -> None:
+def test_a_crashed_writers_spares_go_at_the_next_writers_open_and_read_only_opens_leave_them(
+        tmp_path: Path, impl: Any) -> None:
     with MessageStore(tmp_path, impl=impl.name, **GEOM) as s:
         s.put("T", b"x", 0)
         s.dispatch()

@@ -25,9 +25,9 @@ if RMQ_NCOLUMNS > _COLS_MAX or RMQ_DISPATCH_NROWS > _DISP_MAX:
     raise ImportError("csrc/rmq_codec.h or rmq_dispatch.h outgrew appender_hints.pxi's scratch")
 
 
-cdef int64_t _batch_hints(int64_t *ring, int64_t nh, const unsigned char *base, int64_t pos, int64_t file_from,
-                          object topic, bytes tb, object properties, int64_t sys_flag, int64_t queue_id,
-                          int64_t qoff, int64_t ts, object sizes, Py_ssize_t cnt) except -1:
+cdef int64_t _batch_hints(int64_t *ring, int64_t nh, const unsigned char *base, int64_t pos,
+                          int64_t file_from, object topic, bytes tb, object properties, int64_t sys_flag,
+                          int64_t queue_id, int64_t qoff, int64_t ts, object sizes, Py_ssize_t cnt) except -1:
     """Write the hints of the ``cnt`` records of a batch just written at ``base + pos`` (sizes in
     ``sizes``) when they can have them: NOT_TYPE records of an ASCII topic other than the delay
     topic, every message's properties the same object, the first record's dispatch data plain (valid
@@ -39,7 +39,8 @@ cdef int64_t _batch_hints(int64_t *ring, int64_t nh, const unsigned char *base, 
     cdef PyObject *first
     cdef Py_ssize_t i
     if (ring == NULL or cnt <= 0 or cnt > RMQ_HINT_CAPACITY or (sys_flag & 0xC) != 0
-            or _topic_hash(topic, tb) < 0 or type(properties) is not list or PyList_GET_SIZE(properties) < cnt):
+            or _topic_hash(topic, tb) < 0 or type(properties) is not list
+            or PyList_GET_SIZE(properties) < cnt):
         return nh
     first = PyList_GET_ITEM(properties, 0)
     for i in range(1, cnt):
