@@ -3,8 +3,7 @@
 A consume queue needs a new file when a unit fills its last one (or for a new queue's first unit),
 on the dispatch path: under ``dispatch="put"`` inside a producer's put. Creating the file is cheap;
 the first writes into a fresh file through its map are not (the page cache's first faults of the
-file: ~2 ms here for a file made with ``posix_fallocate``, ~70 us for one whose bytes were written
-once). RocketMQ's ``AllocateMappedFileService`` makes the CommitLog's next file ahead
+file; far less for a file whose bytes were written once: README, "Warm files"). RocketMQ's ``AllocateMappedFileService`` makes the CommitLog's next file ahead
 (``MappedFileQueue.prepare_next`` here); it has nothing for consume queues, whose next file cannot
 be named ahead: which of many queues fills up next is not known.
 
@@ -43,18 +42,16 @@ class SpareFiles:
     Args:
         directory: ``<store>/spare``; its ``spare-<n>`` files are this object's (those a crashed
             writer left are deleted at construction; nothing else there is touched).
-        file_size: the consume-queue file size; every spare has it.
-        keep: spares kept ready.
+        file_size: the consume-queue file size; the spare has it.
     """
 
-    def __init__(self, directory: Path, file_size: int, keep: int = 1) -> None:
+    def __init__(self, directory: Path, file_size: int) -> None:
         self.directory = directory
         self.file_size = file_size
-        self.keep = keep
         self.taken = 0  # spares renamed into a queue's directory
         self.misses = 0  # takes that found none ready
         self.error: OSError | None = None  # why spares are no longer made (the thread ended)
-        self._ready: list[Path] = []
+        self._spare: Path | None = None  # the spare made and not taken yet
         self._seq = 0
         self._cond = threading.Condition()
         self._closed = False
@@ -73,9 +70,9 @@ class SpareFiles:
 
     @property
     def ready(self) -> int:
-        """Spares made and not taken yet."""
+        """1 while a spare is made and not taken yet, else 0."""
         with self._cond:
-            return len(self._ready)
+            return 0 if self._spare is None else 1
 
     def take(self, path: Path) -> bool:
         """Move a ready spare to ``path`` (which must not exist; its directory must): True if one
@@ -87,10 +84,10 @@ class SpareFiles:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="rmqcore-spare-files", daemon=True)
                 self._thread.start()
-            if not self._ready:
+            spare, self._spare = self._spare, None
+            if spare is None:
                 self.misses += 1
                 return False
-            spare = self._ready.pop(0)
         try:
             os.rename(spare, path)
         except OSError as e:
@@ -110,7 +107,7 @@ class SpareFiles:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and len(self._ready) >= self.keep:
+                while not self._closed and self._spare is not None:
                     self._cond.wait()
                 if self._closed:
                     return
@@ -126,7 +123,7 @@ class SpareFiles:
                 if self._closed:
                     os.unlink(path)
                     return
-                self._ready.append(path)
+                self._spare = path
 
     def _make(self, path: Path) -> None:
         """A spare: created and allocated (``fileops``), every byte written with zeros."""
@@ -151,9 +148,9 @@ class SpareFiles:
             t, self._thread = self._thread, None
         if t is not None:
             t.join()
-        ready, self._ready = self._ready, []
-        for p in ready:
-            os.unlink(p)
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            os.unlink(spare)
         try:
             os.rmdir(self.directory)
         except OSError as e:

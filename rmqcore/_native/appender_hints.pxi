@@ -1,7 +1,7 @@
 # Included by appender.pyx: dispatch hints (csrc/rmq_hints.h) for the records of a batch whose
 # messages share one properties object (no properties, or one mapping for all): dispatch would parse
 # each record to learn what the first one says. ``_batch_hints`` asks the dispatch kernel about the
-# first record once, then writes a hint per record (3 ns or so each) that a dispatcher, the put's own
+# first record once, then writes a hint per record that a dispatcher, the put's own
 # (``dispatch="put"``) or the reput thread, takes instead of parsing.
 
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
@@ -34,7 +34,7 @@ cdef int64_t _batch_hints(int64_t *ring, int64_t nh, const unsigned char *base, 
     UTF-8, at most one key). Returns the hint count after them (``nh`` when none was written)."""
     cdef int64_t cols[_COLS_MAX]
     cdef int64_t disp[_DISP_MAX]
-    cdef int64_t key = 0, count = 0, end_pos = 0, nk = 0, tail, p, s
+    cdef int64_t key = 0, count = 0, end_pos = 0, nk = 0, tail, p, s  # (key stays 0 without keys)
     cdef const int64_t[::1] sv
     cdef PyObject *first
     cdef Py_ssize_t i
@@ -51,8 +51,6 @@ cdef int64_t _batch_hints(int64_t *ring, int64_t nh, const unsigned char *base, 
                           &nk) != RMQ_ST_MSG or count != 1 or disp[RMQ_D_FLAGS] != 0:
         return nh  # (two keys or more: RMQ_DISPATCH_E_KEYS)
     nk = disp[RMQ_D_KEYS_COUNT]
-    if nk == 0:
-        key = 0
     tail = sv[0] - (cols[RMQ_C_TOPIC_POS] - pos)  # topic, its properties' length and the properties
     p = file_from + pos
     for i in range(cnt):
