@@ -11,17 +11,22 @@
  *    size sits at byte 8 of the unit, 4-aligned in a mapped file (20 * k + 8), so the store and
  *    the load are single instructions; a unit whose size still reads 0 is not published yet.
  *
- * 2. Wake slots: two host-order uint32 words, `seq` then `waiters`, in the notify file that
- *    rmqcore/live.py maps (layout.py documents its bytes). The publisher bumps `seq`
- *    (rmq_notify_bump) after the units it announces; if `waiters` is set it clears it and wakes
- *    every thread waiting on `seq` (FUTEX_WAKE, shared: the futex key is the file page, so
- *    waiters in other processes are woken too). A waiter reads `seq` before looking for data,
- *    then (rmq_notify_wait) sets `waiters` and sleeps while `seq` still holds what it read.
- *    The `waiters` store and the `seq` load on one side, the `seq` add and the `waiters` load on
- *    the other, are sequentially consistent: either the waiter sees the new `seq`, or the
- *    publisher sees the flag and wakes it; the kernel compares `seq` again when the waiter goes
- *    to sleep, so no wake-up is lost. Without a futex (not Linux) the waiter naps
- *    RMQ_NOTIFY_NAP_NS at a time instead (bounded latency, no lost wake-up either).
+ * 2. Wake slots: two host-order uint32 words, `seq` then `waiters`, 8-aligned, in the notify file
+ *    that rmqcore/live/notifyfile.py maps (layout.py documents its bytes). The publisher bumps
+ *    `seq` (rmq_notify_bump) after the units it announces, and clears `waiters` in the same atomic
+ *    step (one 64-bit compare-and-swap over both words); if `waiters` was set it wakes every
+ *    thread waiting on `seq` (FUTEX_WAKE, shared: the futex key is the file page, so waiters in
+ *    other processes are woken too). A waiter reads `seq` before looking for data, then
+ *    (rmq_notify_wait) sets `waiters` and sleeps while `seq` still holds what it read. The
+ *    `waiters` store and the `seq` load on one side, the swap on the other, are sequentially
+ *    consistent: either the waiter sees the new `seq`, or the publisher sees the flag and wakes
+ *    it; the kernel compares `seq` again when the waiter goes to sleep, so no wake-up is lost.
+ *    Why one step: were `seq` added to first and `waiters` cleared after, a waiter could read the
+ *    new `seq`, set its flag, and have that bump clear it and wake nobody (the waiter not asleep
+ *    yet); the next bumps would see no flag and it would sleep through them to its timeout (seen
+ *    on two pinned CPUs: a follower's 1 s wait ran out while the writer bumped 100,000 times).
+ *    A flag is cleared only with a `seq` the waiter has not seen. Without a futex (not Linux) the
+ *    waiter naps RMQ_NOTIFY_NAP_NS at a time instead (bounded latency, no lost wake-up either).
  *
  * Callers check bounds and alignment (4) once; these helpers never read or write past the word.
  */
@@ -139,15 +144,22 @@ RMQ_INLINE uint32_t rmq_notify_seq(const unsigned char *slot)
     return __atomic_load_n((const uint32_t *)slot, __ATOMIC_ACQUIRE);
 }
 
-/* seq += 1 after what it announces; wake the waiters if any flagged themselves. Returns the new seq. */
+/* seq += 1 after what it announces, and waiters = 0, in one atomic step (see 2. above; the slot is
+ * 8-aligned); wake the waiters if any had flagged themselves. Returns the new seq. */
 RMQ_INLINE uint32_t rmq_notify_bump(unsigned char *slot)
 {
-    uint32_t *seq = (uint32_t *)slot;
-    uint32_t *waiters = seq + 1;
-    uint32_t v = __atomic_add_fetch(seq, 1u, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(waiters, __ATOMIC_SEQ_CST) != 0 && __atomic_exchange_n(waiters, 0u, __ATOMIC_SEQ_CST) != 0)
-        rmq_futex_wake_all(seq);
-    return v;
+    uint64_t *pair = (uint64_t *)slot;
+    uint64_t old = __atomic_load_n(pair, __ATOMIC_RELAXED), nw;
+    uint32_t was[2], next[2];
+    do { /* a failed swap reloads old */
+        memcpy(was, &old, sizeof was); /* was[0] = seq, was[1] = waiters, in either byte order */
+        next[0] = was[0] + 1u;
+        next[1] = 0u;
+        memcpy(&nw, next, sizeof nw);
+    } while (!__atomic_compare_exchange_n(pair, &old, nw, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    if (was[1] != 0)
+        rmq_futex_wake_all((uint32_t *)slot);
+    return next[0];
 }
 
 /* A publisher's cheap check: bump only when a waiter flagged itself, and only while `waits` (a count

@@ -37,7 +37,10 @@ cdef class _Tell:
         if wake is None and waits is not None:
             raise ValueError("waits without a wake slot")
         if wake is not None:
-            _u32_words(wake, &view, 2, PyBUF_WRITABLE, "wake must be a writable uint32[2]")
+            _u32_words(wake, &view, 2, PyBUF_WRITABLE, "wake must be a writable, 8-aligned uint32[2]")
+            if (<size_t>view.buf) % 8:  # rmq_notify_bump swaps both words at once
+                PyBuffer_Release(&view)
+                raise ValueError("wake must be a writable, 8-aligned uint32[2]")
         if waits is not None:
             try:
                 _u32_words(waits, &wview, 1, 0, "waits must be a uint32[1]")

@@ -256,6 +256,9 @@ cdef int _q_set_notify(_Queues *q, object buffer) except -1:
     cdef Py_buffer v
     if buffer is not None:
         _get_buffer(buffer, &v, PyBUF_WRITABLE)
+        if (<size_t>v.buf) % 8:  # wake slots are bumped as one 64-bit word (rmq_notify_bump)
+            PyBuffer_Release(&v)
+            raise ValueError("the notify buffer must be 8-aligned")
     if q.nbuf != NULL:
         q.nbuf = NULL
         q.nlen = 0

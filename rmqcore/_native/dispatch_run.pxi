@@ -98,7 +98,7 @@ cdef class Dispatcher:
         ``file_from``, written up to ``wrote``; units up to CommitLog offset ``max_phys`` are in),
         announcing its units at wake slot ``notify_pos`` of the notify buffer (-1: nowhere).
         ``buffer`` None unbinds it. Returns the slot number."""
-        if notify_pos != -1 and (notify_pos < 0 or notify_pos % 4):
+        if notify_pos != -1 and (notify_pos < 0 or notify_pos % 8):
             raise ValueError(f"notify position {notify_pos} is not a wake slot")
         cdef int64_t s = _q_slot(&self._q, topic, queue_id)
         _q_bind(&self._q, s, buffer, file_from, wrote, max_phys, notify_pos)

@@ -51,7 +51,7 @@ cdef inline int _word(object buf, Py_buffer *v, Py_ssize_t pos, Py_ssize_t width
         raise ValueError(f"a {width}-byte word at {pos} is outside a buffer of {v.len} bytes or misaligned")
     if align == 8 and (pos % 8 or (<uintptr_t>v.buf) % 8):
         PyBuffer_Release(v)
-        raise ValueError(f"an int64 at {pos} is misaligned")
+        raise ValueError(f"an 8-byte word at {pos} is misaligned")
     return 0
 
 
@@ -114,8 +114,9 @@ cdef object _on_word(object buf, Py_ssize_t pos, _Op op, int64_t value=0):
     cdef Py_buffer v
     cdef int64_t r = 0
     cdef char *p
-    _word(buf, &v, pos, 8 if op in (_LOAD64, _STORE64, _BUMP, _POKE) else 4,
-          8 if op in (_LOAD64, _STORE64) else 4, op in (_STORE32, _STORE64, _BUMP, _POKE, _WAITS_ADD))
+    cdef bint wide = op in (_LOAD64, _STORE64, _BUMP, _POKE)  # a bump swaps a slot's two words at once
+    _word(buf, &v, pos, 8 if wide else 4, 8 if wide else 4,
+          op in (_STORE32, _STORE64, _BUMP, _POKE, _WAITS_ADD))
     try:
         p = <char *>v.buf + pos
         if op == _LOAD32:

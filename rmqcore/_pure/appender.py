@@ -278,8 +278,9 @@ class Appender:
             raise ValueError("waits without a wake slot")
         if wake is not None:
             a = np.asarray(wake)
-            if a.dtype != np.uint32 or a.shape != (2,) or not a.flags.writeable or not a.flags.c_contiguous:
-                raise ValueError("wake must be a writable uint32[2]")
+            if (a.dtype != np.uint32 or a.shape != (2,) or not a.flags.writeable or not a.flags.c_contiguous
+                    or a.ctypes.data % 8):  # the native twin bumps it as one 64-bit word
+                raise ValueError("wake must be a writable, 8-aligned uint32[2]")
         if waits is not None:
             a = np.asarray(waits)
             if a.dtype != np.uint32 or a.shape != (1,):

@@ -478,7 +478,7 @@ class Dispatcher:
         ``file_from``, written up to ``wrote``; units up to CommitLog offset ``max_phys`` are in),
         announcing its units at wake slot ``notify_pos`` of the notify buffer (-1: nowhere).
         ``buffer`` None unbinds it. Returns the slot number."""
-        if notify_pos != -1 and (notify_pos < 0 or notify_pos % 4):
+        if notify_pos != -1 and (notify_pos < 0 or notify_pos % 8):
             raise ValueError(f"notify position {notify_pos} is not a wake slot")
         key = (bytes(topic), int(queue_id))
         if key not in self._slots:
@@ -502,6 +502,8 @@ class Dispatcher:
         run of records, the wake slot of every queue that got units is bumped (``notify.bump``)."""
         if buffer is not None and memoryview(buffer).readonly:
             raise TypeError("the notify buffer must be writable")
+        if buffer is not None and np.frombuffer(buffer, dtype=np.uint8).ctypes.data % 8:
+            raise ValueError("the notify buffer must be 8-aligned")  # as the native twin's 64-bit bumps need
         self._notify = buffer
 
     def _announce(self) -> None:

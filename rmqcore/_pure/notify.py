@@ -7,9 +7,9 @@ Two things are published by a writer and waited for by readers in its own and in
   each unit's offset and tags code first and its size last; ``units_end`` finds where published
   units end: the first unit whose size field reads 0. A reader that sees a size sees the whole
   unit, and the record it points to (dispatch writes units only for complete records).
-* **Wake slots**: a ``seq`` word and a ``waiters`` word (host-order uint32, 4-aligned) in a shared
-  map. ``bump`` adds one to ``seq`` after what it announces and, when ``waiters`` is set, clears it
-  and wakes every thread sleeping on ``seq`` (futex, shared: other processes too). ``wait`` sets
+* **Wake slots**: a ``seq`` word and a ``waiters`` word (host-order uint32, the pair 8-aligned) in
+  a shared map. ``bump`` adds one to ``seq`` after what it announces, clears ``waiters`` and wakes
+  every thread sleeping on ``seq`` (futex, shared: other processes too). ``wait`` sets
   ``waiters`` (``flag``) and sleeps while ``seq`` holds ``expected``, up to ``timeout`` seconds, or
   until ``cancel[0]`` is non-zero (an int64[1] the caller owns: close). ``wake`` wakes the sleepers
   of a slot without changing it (they look at ``cancel``).
@@ -25,8 +25,8 @@ release the GIL: the native twin in C, this one in ``ctypes``' foreign call (Lin
 
 Differences that are not in results: this twin's loads and stores are plain (program order, which
 x86-64 keeps; the native twin uses acquire/release on every CPU, so followers on arm64 want it),
-and its ``bump`` is not an atomic add (a slot has one publisher at a time: dispatch holds the
-dispatch lock).
+and its ``bump`` is not one atomic swap of both words (a slot has one publisher at a time: dispatch
+holds the dispatch lock), so it wakes the slot's sleepers on every bump, flagged or not.
 """
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def load64(buf: Any, pos: int) -> int:
     """The int64 at ``pos`` (8-aligned)."""
     mv = _view(buf, pos, 8, False)
     if pos % 8:
-        raise ValueError(f"an int64 at {pos} is misaligned")
+        raise ValueError(f"an 8-byte word at {pos} is misaligned")
     return int(_I64.unpack_from(mv, pos)[0])
 
 
@@ -141,7 +141,7 @@ def store64(buf: Any, pos: int, value: int) -> None:
     """Publish ``value`` at ``pos`` (8-aligned) after everything written before."""
     mv = _view(buf, pos, 8, True)
     if pos % 8:
-        raise ValueError(f"an int64 at {pos} is misaligned")
+        raise ValueError(f"an 8-byte word at {pos} is misaligned")
     _I64.pack_into(mv, pos, value)
 
 
@@ -162,21 +162,29 @@ def seq(buf: Any, pos: int) -> int:
 
 
 def bump(buf: Any, pos: int) -> int:
-    """Announce what was published before: ``seq`` + 1 (wrapping), and wake the slot's waiters if
-    any flagged themselves. Returns the new ``seq``."""
+    """Announce what was published before: ``seq`` + 1 (wrapping) and ``waiters`` 0, and wake the
+    slot's sleepers. Returns the new ``seq``.
+
+    The native twin swaps both words in one atomic step and wakes only when ``waiters`` was set.
+    This twin's stores are plain: a waiter that read the new ``seq`` could set its flag between
+    them and have it cleared here, and no later bump would then wake it (csrc/rmq_notify.h, 2.);
+    so it wakes whether or not anyone flagged itself (a system call per bump)."""
     mv = _view(buf, pos, 8, True)
+    if pos % 8:
+        raise ValueError(f"an 8-byte word at {pos} is misaligned")
     v = (_U32.unpack_from(mv, pos)[0] + 1) & 0xFFFFFFFF
     _U32.pack_into(mv, pos, v)
-    if _U32.unpack_from(mv, pos + 4)[0] != 0:
-        _U32.pack_into(mv, pos + 4, 0)
-        if _syscall is not None:
-            _futex(buf, pos, _FUTEX_WAKE, 0x7FFFFFFF, None)
+    _U32.pack_into(mv, pos + 4, 0)
+    if _syscall is not None:
+        _futex(buf, pos, _FUTEX_WAKE, 0x7FFFFFFF, None)
     return int(v)
 
 
 def poke(buf: Any, pos: int) -> None:
     """``bump`` the slot at ``pos`` only if a waiter flagged itself there (a publisher's cheap look)."""
     mv = _view(buf, pos, 8, True)
+    if pos % 8:
+        raise ValueError(f"an 8-byte word at {pos} is misaligned")
     if _U32.unpack_from(mv, pos + 4)[0] != 0:
         bump(buf, pos)
 
@@ -250,7 +258,7 @@ def wait_reach(buf: Any, pos: int, target: int, timeout: float, cancel: Any = No
     times that while it does not (the GIL released in between: ``time.sleep``)."""
     mv = _view(buf, pos, 8, False)
     if pos % 8:
-        raise ValueError(f"an int64 at {pos} is misaligned")
+        raise ValueError(f"an 8-byte word at {pos} is misaligned")
     if cancel is not None and (getattr(cancel, "shape", None) != (1,)
                                or np.asarray(cancel).dtype.itemsize != 8):
         raise ValueError("cancel must be an int64[1]")
