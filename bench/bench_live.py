@@ -1,8 +1,9 @@
 """Live consumers: writer-to-follower latency across two processes, a follower's read throughput on
 a live store, the in-process wake latency of ``get_messages(wait=)``, what an idle writer store
-costs the timing of the thread beside it, and the put that needs a new consume-queue file.
+costs the timing of the thread beside it, the put that needs a new consume-queue file, and the
+same wake-ups with no Python and no store (the floor under the first).
 
-Run: ``python bench/bench_live.py`` (all five; ``--help`` for the knobs), e.g.
+Run: ``python bench/bench_live.py`` (all six; ``--help`` for the knobs), e.g.
 ``python bench/bench_live.py latency --rates 10000,100000,1000000 --seconds 3``.
 
 * ``latency``: a writer process puts one message at a time at a fixed rate (open loop: message i is
@@ -43,7 +44,14 @@ Run: ``python bench/bench_live.py`` (all five; ``--help`` for the knobs), e.g.
   queue creates its file itself (``create``), 2 rolls per store, ``--rounds`` stores each,
   alternated. Reported: the median time of the three puts (us) on each side, and every run's.
 
-``--writer-dispatch`` applies to all five (``inline`` to ``latency`` only: the others use ``auto``
+* ``floor``: ``bench/wake_floor.c``, built here with the C compiler (``$CC``, else ``cc``): a
+  writer process and a waiter process in C, at each of ``--rates`` for ``--seconds``, the writer
+  bumping a wake slot with ``csrc/rmq_notify.h``'s ``rmq_notify_bump`` after each message and the
+  waiter sleeping in its ``rmq_notify_wait_spin`` (``--wait-spin``, 0 by default; ``--pin`` as for
+  ``latency``). Reported as ``latency`` reports (p50 ... max, ``writer_late_p99_us``,
+  ``host_late_p99_us``): what the wake-up itself costs on this host, which no Python can beat.
+
+``--writer-dispatch`` applies to the first five (``inline`` to ``latency`` only: the others use ``auto``
 then).
 
 The machine's load is printed with each result: figures on a shared machine are noisy; compare
@@ -58,6 +66,7 @@ import os
 import shutil
 import signal
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -74,7 +83,7 @@ TOPIC = "LiveBench"
 BODY_PAD = b"p" * 92  # 8-byte due time + 92 = 100-byte bodies
 BODY_AT = 88  # a record's body starts here (IPv4 hosts: 84 header bytes + BODYLENGTH)
 _TS = struct.Struct("<q")
-CASES = ("latency", "throughput", "wake", "idle", "roll")
+CASES = ("latency", "throughput", "wake", "idle", "roll", "floor")
 
 
 def _load() -> str:
@@ -223,6 +232,22 @@ def latency(rate: int, seconds: float, impl: str | None = None, writer: str = "a
         if had is not None:
             os.sched_setaffinity(0, had)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def floor(rate: int, seconds: float, pin: bool = False, spin_us: float = 0.0) -> dict[str, Any]:
+    """``bench/wake_floor.c`` at ``rate`` (the module's docstring): built in a temporary directory."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory(prefix="rmqbench-floor-") as d:
+        exe = os.path.join(d, "wake_floor")
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-I", os.path.join(here, "..", "csrc"), "-o", exe,
+                        os.path.join(here, "wake_floor.c")], check=True)
+        out = subprocess.run([exe, str(rate), str(seconds), "1" if pin else "0", str(spin_us)],
+                             capture_output=True, text=True, check=True).stdout.split()
+    res: dict[str, Any] = {}
+    for kv in out[1:]:  # "wake_floor k=v k=v ..."
+        k, v = kv.split("=")
+        res[k] = float(v) if "." in v else int(v)
+    return {**res, "load": _load()}
 
 
 # -- follower throughput ------------------------------------------------------------------------------
@@ -412,7 +437,7 @@ def roll(units: int, impl: str | None = None, writer: str = "auto", rounds: int 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("what", nargs="*", metavar="CASE", help=f"any of {', '.join(CASES)} (default: all)")
-    ap.add_argument("--rates", default="10000,100000,1000000", help="latency: msg/s, comma-separated")
+    ap.add_argument("--rates", default="10000,100000,1000000", help="latency, floor: msg/s, comma-separated")
     ap.add_argument("--seconds", type=float, default=3.0, help="latency, throughput, idle: seconds per run")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each case")
     ap.add_argument("--wake-n", type=int, default=2000, help="wake: messages")
@@ -423,10 +448,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the writer's reput thread publishes (auto), its put loop calls dispatch() after "
                          "each put (inline: latency only), or each put publishes its unit (put)")
     ap.add_argument("--wait-spin", type=float, default=None, metavar="US",
-                    help="latency: the follower's NotifyFile.wait_spin in microseconds (0: sleep at once; "
-                         "default: the library's)")
+                    help="latency, floor: the follower's NotifyFile.wait_spin in microseconds (0: sleep "
+                         "at once; default: the library's, and 0 for floor)")
     ap.add_argument("--pin", action="store_true",
-                    help="latency: the writer process on CPU 0, the follower on CPU 1 (Linux)")
+                    help="latency, floor: the writer process on CPU 0, the follower on CPU 1 (Linux)")
     ap.add_argument("--json", action="store_true", help="one JSON object per result")
     args = ap.parse_args(argv)
     # a SIGTERM ends the run as Ctrl-C would: the cases' ``finally`` blocks remove their stores
@@ -448,8 +473,11 @@ def main(argv: list[str] | None = None) -> int:
                 results = [("wake", wake(args.wake_n, args.impl, args.writer_dispatch))]
             elif what == "idle":
                 results = [("idle", idle(args.seconds, args.impl, args.writer_dispatch))]
-            else:
+            elif what == "roll":
                 results = [("roll", roll(args.roll_units, args.impl, args.writer_dispatch, args.rounds))]
+            else:
+                results = [("floor", floor(int(r), args.seconds, args.pin, args.wait_spin or 0.0))
+                           for r in args.rates.split(",")]
             for name, res in results:
                 if args.json:
                     print(json.dumps({"bench": name, **res}))
