@@ -227,6 +227,33 @@ def test_notify_file_waits_spin_only_while_the_recent_waits_were_short(
         n.close()
 
 
+def test_bump_all_moves_every_slot_as_bump_does_and_wakes_a_counted_waiter(impl: SimpleNamespace) -> None:
+    """A writer's open and close (NotifyFile._bump_all): each slot's seq + 1 (wrapping) and its flag
+    cleared, the bytes both twins write; a waiter that counted itself in the waits word is woken."""
+    k = impl.notify
+    buf = mmap.mmap(-1, 4096 + 64 * 8)
+    words = np.frombuffer(buf, dtype=np.uint32)
+    words[1024 + 2 * 5] = 0xFFFFFFFF  # slot 5 wraps
+    words[1024 + 2 * 7 + 1] = 1  # slot 7 flagged by a waiter that is gone
+    want = words.copy()
+    want[1024::2] += np.uint32(1)
+    want[1025::2] = 0
+    k.bump_all(buf, 4096, 64, 80)
+    assert words.tolist() == want.tolist()
+    k.waits_add(buf, 80, 1)  # the wait counts itself, then flags itself and sleeps
+    t, out = _in_thread(lambda: k.wait(buf, 4096 + 8 * 40, k.seq(buf, 4096 + 8 * 40), 60.0))
+    _until(lambda: _flagged(k, buf, 4096 + 8 * 40) and t.is_alive())
+    time.sleep(0.05)
+    k.bump_all(buf, 4096, 64, 80)
+    t.join(30)
+    assert out == {"result": k.CHANGED}
+    with pytest.raises(ValueError):
+        k.bump_all(buf, 4100, 1)  # slots are 8-aligned
+    with pytest.raises(ValueError):
+        k.bump_all(buf, 4096, 65)  # past the buffer
+    del words
+
+
 def test_a_waiter_of_one_twin_is_woken_by_the_other(tmp_path: Path) -> None:
     impls = twins()
     path = tmp_path / "words"

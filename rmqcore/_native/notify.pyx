@@ -6,8 +6,9 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from libc.stdint cimport int32_t, int64_t, uint32_t, uintptr_t
 
 __all__ = [
-    "TIMEOUT", "CHANGED", "CANCELLED", "UNIT_SIZE", "publish_units", "units_end", "seq", "bump", "wake", "wait",
-    "poke", "waits_add", "load64", "store64", "load32", "store32", "wait_reach", "REACH_BACKOFF",
+    "TIMEOUT", "CHANGED", "CANCELLED", "UNIT_SIZE", "publish_units", "units_end", "seq", "bump", "bump_all",
+    "wake", "wait", "poke", "waits_add", "load64", "store64", "load32", "store32", "wait_reach",
+    "REACH_BACKOFF",
 ]
 
 cdef extern from "rmq_notify.h" nogil:
@@ -177,6 +178,23 @@ def seq(buf, Py_ssize_t pos):
 def bump(buf, Py_ssize_t pos):
     """See the pure twin."""
     return _on_word(buf, pos, _BUMP)
+
+
+def bump_all(buf, Py_ssize_t pos, Py_ssize_t count, Py_ssize_t waits_pos=-1):
+    """See the pure twin (each slot bumped as ``bump`` does; ``waits_pos`` plays no part here)."""
+    cdef Py_buffer v
+    cdef Py_ssize_t i
+    cdef unsigned char *b
+    if not 0 <= count <= (<Py_ssize_t>1 << 40):
+        raise ValueError(f"count {count} outside [0, 2**40]")
+    _word(buf, &v, pos, 8 * count, 8, True)
+    try:
+        b = <unsigned char *>v.buf + pos
+        with nogil:
+            for i in range(count):
+                rmq_notify_bump(b + 8 * i)
+    finally:
+        PyBuffer_Release(&v)
 
 
 def wake(buf, Py_ssize_t pos):

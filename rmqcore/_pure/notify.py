@@ -9,7 +9,8 @@ Two things are published by a writer and waited for by readers in its own and in
   unit, and the record it points to (dispatch writes units only for complete records).
 * **Wake slots**: a ``seq`` word and a ``waiters`` word (host-order uint32, the pair 8-aligned) in
   a shared map. ``bump`` adds one to ``seq`` after what it announces, clears ``waiters`` and wakes
-  every thread sleeping on ``seq`` (futex, shared: other processes too). ``wait`` sets
+  every thread sleeping on ``seq`` (futex, shared: other processes too); ``bump_all`` does it to
+  a run of slots. ``wait`` sets
   ``waiters`` (``flag``) and sleeps while ``seq`` holds ``expected``, up to ``timeout`` seconds, or
   until ``cancel[0]`` is non-zero (an int64[1] the caller owns: close). ``wake`` wakes the sleepers
   of a slot without changing it (they look at ``cancel``).
@@ -42,8 +43,8 @@ import numpy as np
 from ..layout import CQ_UNIT_FIELDS, CQ_UNIT_SIZE
 
 __all__ = [
-    "TIMEOUT", "CHANGED", "CANCELLED", "UNIT_SIZE", "publish_units", "units_end", "seq", "bump", "wake",
-    "wait", "poke", "waits_add",
+    "TIMEOUT", "CHANGED", "CANCELLED", "UNIT_SIZE", "publish_units", "units_end", "seq", "bump", "bump_all",
+    "wake", "wait", "poke", "waits_add",
     "load64", "store64", "load32", "store32", "wait_reach", "REACH_BACKOFF",
 ]
 
@@ -83,14 +84,20 @@ def _view(buf: Any, pos: int, width: int, writable: bool) -> memoryview:
 
 
 def _futex(buf: Any, pos: int, op: int, val: int, timeout: float | None) -> None:
-    a = np.frombuffer(buf, dtype=np.uint8)  # its address (read-only maps too); released on return
-    addr = a.ctypes.data + pos
+    try:  # the word's address, exported for this call: a writable buffer's the cheap way (a bump's) ...
+        a: Any = ctypes.c_uint32.from_buffer(buf, pos)
+        addr = ctypes.addressof(a)
+    except TypeError:  # ... a read-only map's (a follower's waits) through numpy
+        a = np.frombuffer(buf, dtype=np.uint8)
+        addr = a.ctypes.data + pos
     ts = None
     if timeout is not None:
         ns = max(0, int(timeout * 1e9))
         ts = ctypes.byref(_Timespec(ns // 1_000_000_000, ns % 1_000_000_000))
-    _syscall(_SYS_FUTEX, ctypes.c_void_p(addr), op, ctypes.c_uint32(val & 0xFFFFFFFF), ts, None, 0)
-    del a
+    try:
+        _syscall(_SYS_FUTEX, ctypes.c_void_p(addr), op, ctypes.c_uint32(val & 0xFFFFFFFF), ts, None, 0)
+    finally:
+        del a
 
 
 # -- consume-queue units ------------------------------------------------------------------------------
@@ -178,6 +185,30 @@ def bump(buf: Any, pos: int) -> int:
     if _syscall is not None:
         _futex(buf, pos, _FUTEX_WAKE, 0x7FFFFFFF, None)
     return int(v)
+
+
+def bump_all(buf: Any, pos: int, count: int, waits_pos: int = -1) -> None:
+    """``bump`` ``count`` consecutive slots from ``pos`` (a writer's open and close: every waiter
+    looks again), with the same words after it. ``waits_pos``: a count of the waits in progress
+    (``waits_add``; -1: none) that every waiter raises before it flags itself. This twin wakes
+    every slot only while that count is nonzero, looked at after all the slots moved (a futex
+    call orders the looks after the stores): a wait that counted itself later sees the new
+    ``seq`` before it sleeps. The native twin wakes the flagged slots, as its ``bump`` does."""
+    if not 0 <= count <= 1 << 40:
+        raise ValueError(f"count {count} outside [0, 2**40]")
+    mv = _view(buf, pos, 8 * count, True)
+    if pos % 8:
+        raise ValueError(f"an 8-byte word at {pos} is misaligned")
+    words = np.frombuffer(mv, dtype=np.uint32, count=2 * count, offset=pos)
+    words[0::2] += np.uint32(1)  # wraps, as seq does
+    words[1::2] = 0
+    del words
+    if _syscall is None or count == 0:
+        return
+    _futex(buf, pos, _FUTEX_WAKE, 0x7FFFFFFF, None)  # (a full barrier in the kernel) the first slot
+    if waits_pos < 0 or _U32.unpack_from(_view(buf, waits_pos, 4, False), waits_pos)[0] != 0:
+        for i in range(1, count):
+            _futex(buf, pos + 8 * i, _FUTEX_WAKE, 0x7FFFFFFF, None)
 
 
 def poke(buf: Any, pos: int) -> None:

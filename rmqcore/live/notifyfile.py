@@ -127,10 +127,9 @@ class NotifyFile:
 
     # -- the writer's side --------------------------------------------------------------------------
     def _bump_all(self) -> None:
-        bump, mm = self.k.bump, self.mm
-        bump(mm, L.NF_LIFECYCLE)
-        for i in range(L.NOTIFY_SLOTS):
-            bump(mm, L.NOTIFY_SLOTS_AT + i * L.NOTIFY_SLOT_SIZE)
+        """Every slot moves (its waiters look again): the lifecycle slot, then the queues'."""
+        self.k.bump(self.mm, L.NF_LIFECYCLE)
+        self.k.bump_all(self.mm, L.NOTIFY_SLOTS_AT, L.NOTIFY_SLOTS, L.NF_WAITS)
 
     def begin(self) -> None:
         """A writer opens the store: before it touches any file, followers learn that it recovers."""
@@ -138,8 +137,8 @@ class NotifyFile:
         k.store32(mm, L.NF_STATE, L.NOTIFY_STATE_RECOVERING)
         k.store32(mm, L.NF_GENERATION, (k.load32(mm, L.NF_GENERATION) + 1) & 0xFFFFFFFF)
         k.store64(mm, L.NF_PID, os.getpid())
+        self._bump_all()  # (it may look at the count of waits: before the count goes)
         k.store32(mm, L.NF_WAITS, 0)  # counts left by followers that died waiting go
-        self._bump_all()
 
     def opened(self, dispatched: int, commitlog_min: int) -> None:
         """Recovery is done: followers may read again (and re-map what it replaced)."""
