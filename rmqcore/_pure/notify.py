@@ -10,10 +10,9 @@ Two things are published by a writer and waited for by readers in its own and in
 * **Wake slots**: a ``seq`` word and a ``waiters`` word (host-order uint32, the pair 8-aligned) in
   a shared map. ``bump`` adds one to ``seq`` after what it announces, clears ``waiters`` and wakes
   every thread sleeping on ``seq`` (futex, shared: other processes too); ``bump_all`` does it to
-  a run of slots. ``wait`` sets
-  ``waiters`` (``flag``) and sleeps while ``seq`` holds ``expected``, up to ``timeout`` seconds, or
-  until ``cancel[0]`` is non-zero (an int64[1] the caller owns: close). ``wake`` wakes the sleepers
-  of a slot without changing it (they look at ``cancel``).
+  a run of slots. ``wait`` sets ``waiters`` (``flag``) and sleeps while ``seq`` holds ``expected``,
+  up to ``timeout`` seconds, or until ``cancel[0]`` is non-zero (an int64[1] the caller owns:
+  close). ``wake`` wakes the sleepers of a slot without changing it (they look at ``cancel``).
 * **Progress words**: ``wait_reach`` sleeps until an int64 a writer publishes (the CommitLog's live
   end) reaches a target, looking every ``poll_s`` (less often while it does not move): that
   writer wakes nobody, and a helper thread waiting on it this way takes the GIL only when there is
