@@ -18,13 +18,10 @@
  * bumps returned), and the same paced loop's lateness with no bumps (this host's floor).
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,6 +82,7 @@ int main(int argc, char **argv)
     int do_pin = argc > 3 ? atoi(argv[3]) : 1;
     int64_t spin_ns = argc > 4 ? (int64_t)(atof(argv[4]) * 1000.0) : 0;
     int64_t n = (int64_t)(rate * seconds), period = 1000000000 / rate;
+    int64_t n_floor = n < 100000 ? n : 100000; /* the paced loop alone: at most 100k steps */
     size_t size = HEAD + (size_t)n * 8;
     char path[] = "/tmp/wake_floor.XXXXXX";
     int fd = mkstemp(path), status = 0;
@@ -129,17 +127,17 @@ int main(int argc, char **argv)
     if (do_pin)
         pin(0);
     usleep(200000); /* the waiter asleep on the slot */
-    paced(n < 100000 ? n : 100000, period, map, 0, floor_late);
+    paced(n_floor, period, map, 0, floor_late);
     paced(n, period, map, 1, late);
     waitpid(child, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return 1;
     qsort(lat, (size_t)n, 8, cmp_i64);
     qsort(late, (size_t)n, 8, cmp_i64);
-    qsort(floor_late, (size_t)(n < 100000 ? n : 100000), 8, cmp_i64);
+    qsort(floor_late, (size_t)n_floor, 8, cmp_i64);
     printf("wake_floor rate=%lld n=%lld pinned=%d spin_us=%.0f p50_us=%.1f p99_us=%.1f p99.9_us=%.1f "
            "max_us=%.1f writer_late_p99_us=%.1f host_late_p99_us=%.1f\n",
            (long long)rate, (long long)n, do_pin, spin_ns / 1000.0, pct(lat, n, 50), pct(lat, n, 99),
-           pct(lat, n, 99.9), pct(lat, n, 100), pct(late, n, 99), pct(floor_late, n < 100000 ? n : 100000, 99));
+           pct(lat, n, 99.9), pct(lat, n, 100), pct(late, n, 99), pct(floor_late, n_floor, 99));
     return 0;
 }

@@ -3,9 +3,10 @@
 A consume queue needs a new file when a unit fills its last one (or for a new queue's first unit),
 on the dispatch path: under ``dispatch="put"`` inside a producer's put. Creating the file is cheap;
 the first writes into a fresh file through its map are not (the page cache's first faults of the
-file; far less for a file whose bytes were written once: README, "Warm files"). RocketMQ's ``AllocateMappedFileService`` makes the CommitLog's next file ahead
-(``MappedFileQueue.prepare_next`` here); it has nothing for consume queues, whose next file cannot
-be named ahead: which of many queues fills up next is not known.
+file; far less for a file whose bytes were written once: README, "Warm files"). RocketMQ's
+``AllocateMappedFileService`` makes the CommitLog's next file ahead (``MappedFileQueue.prepare_next``
+here); it has nothing for consume queues, whose next file cannot be named ahead: which of many
+queues fills up next is not known.
 
 So a writer keeps one *spare*: a file of the consume-queue file size, allocated and written with
 zeros by a thread of its own (GIL released in the writes), in ``<store>/spare/``. The queue that

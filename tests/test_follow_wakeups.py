@@ -22,16 +22,16 @@ from tests.conftest import IMPLS
 
 WAIT = 3.0  # a follower's pull waits this long at most: far beyond any wake-up that was not lost
 
-PIN = r"""
+COMMON = r"""
 import os
-END = b"END" * 400
+END = b"END" * 400  # the last message, the only large one
 def pin(cpu):
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if len(cpus) >= 2:
         os.sched_setaffinity(0, {cpus[cpu]})
 """
 
-WRITER = PIN + r"""
+WRITER = COMMON + r"""
 import sys, time
 from rmqcore.store import MessageStore
 d, impl, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
@@ -58,7 +58,7 @@ sys.stdin.readline()  # the store stays open (and idle) until the follower has e
 s.close()
 """
 
-FOLLOWER = PIN + r"""
+FOLLOWER = COMMON + r"""
 import sys, time
 from rmqcore.store import MessageStore, GetStatus
 d, impl, wait = sys.argv[1], sys.argv[2], float(sys.argv[3])
