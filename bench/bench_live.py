@@ -260,6 +260,7 @@ def _follower_throughput(path: str, total: int, ready: Any, out: Any, impl: str 
     ready.set()
     got = off = 0
     t_first = None
+    cpu0 = time.process_time()
     deadline = time.monotonic() + 300
     while got < total and time.monotonic() < deadline:
         r = s.get_messages("bench", TOPIC, 0, off, 4096, wait=1.0)
@@ -270,8 +271,9 @@ def _follower_throughput(path: str, total: int, ready: Any, out: Any, impl: str 
             got += k
             off = r.next_begin_offset
     t_end = time.monotonic()
+    cpu = time.process_time() - cpu0
     s.close()
-    out.put((got, t_first or t_end, t_end))
+    out.put((got, t_first or t_end, t_end, cpu))
 
 
 def _store_dispatch(writer: str) -> str:
@@ -304,17 +306,20 @@ def throughput(seconds: float, batch: int = 1000, impl: str | None = None,
         p.start()
         ready.wait(60)
         time.sleep(0.3)
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         for _ in range(total_guess // batch):
             w.put_batch(TOPIC, bodies, 0)
-        t1 = time.monotonic()
-        got, f0, f1 = out.get(timeout=600)
+        t1, c1 = time.monotonic(), time.process_time()
+        got, f0, f1, fcpu = out.get(timeout=600)
         p.join(30)
         w.close()
         return {"writer": _store_dispatch(writer), "messages": total_guess,
                 "writer_alone_msgs_per_s": round(per_s), "writer_msgs_per_s": round(total_guess / (t1 - t0)),
                 "follower_msgs_per_s": round(got / max(f1 - f0, 1e-9)), "follower_got": got,
-                "follower_done_after_writer_s": round(f1 - t1, 3), "load": _load()}
+                "follower_done_after_writer_s": round(f1 - t1, 3),
+                "writer_cpu": round((c1 - c0) / (t1 - t0), 2),
+                "follower_cpu": round(fcpu / max(f1 - f0, 1e-9), 2),
+                "load": _load()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
