@@ -852,9 +852,11 @@ def test_select_units_twins_follow_get_message(units, lead, offset, max_msgs, ma
         buf += code.to_bytes(8, "big", signed=True)
     want = _reference_select(units, offset, max_msgs, max_bytes, codes, cl_min, max_phys, mem_limit, limits)
     for k in kernels():
-        got = k.select_units(bytes(buf), lead, len(units), offset, max_msgs, max_bytes, codes, cl_min, max_phys,
-                             mem_limit, *limits)
-        assert got == want
+        args = (offset, max_msgs, max_bytes, codes, cl_min, max_phys, mem_limit, *limits)
+        status, consumed, count, packed = k.select_units(bytes(buf), lead, len(units), *args)
+        assert type(packed) is bytes and len(packed) == 24 * count
+        rows = np.frombuffer(packed, dtype=np.int64).reshape(3, count).tolist()
+        assert (status, consumed, *rows) == want
 
 
 def test_select_units_range_errors() -> None:

@@ -424,6 +424,30 @@ def test_get_messages_takes_integer_arguments_of_any_int_type(tmp_path: Path, im
                 s.get_messages("g", "T", 0, args["offset"], args["max_msgs"], args["max_bytes"])
 
 
+def test_a_pull_keeps_its_units_packed_and_lists_them_when_asked(tmp_path: Path, impl) -> None:
+    """GetResult's lists come from one packed int64 block (``units``: physical offsets, queue
+    offsets, sizes), each made on first read; results compare and print by those values."""
+    import numpy as np
+
+    with MessageStore(tmp_path, impl=impl.name) as s:
+        acks = [s.put("T", b"m" * (i + 1), 0, tags="a" if i % 2 else "b") for i in range(12)]
+        r = s.get_messages("g", "T", 0, 3, 4, tag_filter="a")
+        assert r.status == GetStatus.FOUND and r.message_count == 4 and r.next_begin_offset == 10
+        want_phys = [acks[i].physical_offset for i in (3, 5, 7, 9)]
+        u = r.units
+        assert u.dtype == np.int64 and u.shape == (3, 4) and not u.flags.writeable
+        assert u.tolist() == [want_phys, [3, 5, 7, 9], [acks[i].size for i in (3, 5, 7, 9)]]
+        assert (r.physical_offsets, r.queue_offsets, r.sizes) == tuple(u.tolist())
+        assert r.physical_offsets is r.physical_offsets  # made once
+        assert [m.body for m in r.messages] == [b"m" * (i + 1) for i in (3, 5, 7, 9)]
+        again = s.get_messages("g", "T", 0, 3, 4, tag_filter="a")
+        assert again == r and again != s.get_messages("g", "T", 0, 3, 3, tag_filter="a")
+        assert f"queue_offsets={[3, 5, 7, 9]}" in repr(r)
+        empty = s.get_messages("g", "T", 0, 12, 4)
+        assert (empty.status, empty.message_count, empty.physical_offsets, empty.units.shape) == (
+            GetStatus.OFFSET_OVERFLOW_ONE, 0, [], (3, 0))
+
+
 def test_a_record_topic_that_is_no_directory_name_is_cut_not_followed(tmp_path: Path, impl) -> None:
     """A CommitLog record whose topic is a path ("../../outside1": the body CRC does not cover the
     topic) once made dispatch create consume-queue files outside the store, wherever the topic

@@ -192,6 +192,7 @@ def sparse_points(const int64_t[::1] sizes not None, int64_t since, int64_t inte
 # -- the C the Dispatcher (below) and select_units call ----------------------------------------
 
 from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.stdint cimport int32_t, uint32_t, uint64_t
 from libc.string cimport memset
@@ -271,22 +272,72 @@ DEF SEG_FIELDS = 10
 # -- the unit loop of getMessage --------------------------------------------------------------------
 
 
+cdef int64_t _select(const unsigned char *u, int64_t n, int64_t max_msgs, int64_t max_bytes,
+                     const int32_t *cs, Py_ssize_t ncs, bint filt, int64_t cl_min, int64_t max_phys,
+                     int64_t mem_limit, int64_t disk_bytes, int64_t disk_count, int64_t mem_bytes,
+                     int64_t mem_count, int64_t offset, int64_t *out, int64_t k, int64_t *count,
+                     int *status) noexcept nogil:
+    """The unit loop over ``n`` units at ``u``; returns the units looked at. With ``out`` (room for
+    ``k`` taken units, as many as a first pass without it counted) it also writes them: physical
+    offsets at ``out``, queue offsets at ``out + k``, sizes at ``out + 2k``."""
+    cdef int64_t i = 0, total = 0, c = 0, off, size, code, lim_b, lim_c
+    cdef int32_t c32
+    cdef Py_ssize_t j
+    cdef bint hit
+    cdef int st = RMQ_SELECT_NO_MATCH
+    while i < n:
+        off = rmq_load_be64s(u)
+        size = rmq_load_be32s(u + 8)
+        code = rmq_load_be64s(u + 12)
+        if total != 0 and c != 0:
+            if max_msgs <= c:
+                break
+            if off < max_phys - mem_limit:  # max_phys - off > mem_limit, without overflow
+                lim_b, lim_c = disk_bytes, disk_count
+            else:
+                lim_b, lim_c = mem_bytes, mem_count
+            if total + size > min(lim_b, max_bytes) or c > lim_c - 1:
+                break
+        i += 1
+        u += 20
+        if filt and code >= -2147483648:
+            c32 = <int32_t><uint32_t>code
+            hit = False
+            for j in range(ncs):
+                if cs[j] == c32:
+                    hit = True
+                    break
+            if not hit:
+                continue
+        if off < cl_min:
+            if total == 0:
+                st = RMQ_SELECT_REMOVING
+            continue
+        if out != NULL:
+            out[c] = off
+            out[k + c] = offset + i - 1
+            out[2 * k + c] = size
+        total += size
+        c += 1
+        st = RMQ_SELECT_FOUND
+    count[0] = c
+    status[0] = st
+    return i
+
+
 def select_units(buf, int64_t pos, int64_t n, int64_t offset, int64_t max_msgs, int64_t max_bytes, codes,
                  int64_t cl_min, int64_t max_phys, int64_t mem_limit, int64_t disk_bytes, int64_t disk_count,
                  int64_t mem_bytes, int64_t mem_count):
-    """See the pure twin. The units are read in place, under one export of ``buf``."""
+    """See the pure twin. The units are read in place, under one export of ``buf``: a first pass
+    counts what the loop takes, a second writes it into a bytes object of that size."""
     cdef Py_buffer view
     cdef const unsigned char *u
-    cdef int64_t i = 0, total = 0, count = 0, off, size, code, lim_b, lim_c
+    cdef int64_t i = 0, count = 0
     cdef int32_t *cs = NULL
-    cdef int32_t c32
-    cdef Py_ssize_t ncs = 0, j
+    cdef Py_ssize_t ncs = 0
     cdef int status = RMQ_SELECT_NO_MATCH
     cdef bint filt = codes is not None
-    cdef bint hit
-    phys = []
-    qoffs = []
-    sizes = []
+    cdef bytes units = b""
     if filt:
         cs = <int32_t *>malloc((len(codes) + 1) * sizeof(int32_t))
         if cs == NULL:
@@ -302,45 +353,18 @@ def select_units(buf, int64_t pos, int64_t n, int64_t offset, int64_t max_msgs, 
             if pos < 0 or n < 0 or pos > view.len or n > (view.len - pos) // 20:
                 raise ValueError(f"{n} units at {pos} outside a buffer of {view.len} bytes")
             u = <const unsigned char *>view.buf + pos
-            while i < n:
-                off = rmq_load_be64s(u)
-                size = rmq_load_be32s(u + 8)
-                code = rmq_load_be64s(u + 12)
-                if total != 0 and count != 0:
-                    if max_msgs <= count:
-                        break
-                    if off < max_phys - mem_limit:  # max_phys - off > mem_limit, without overflow
-                        lim_b, lim_c = disk_bytes, disk_count
-                    else:
-                        lim_b, lim_c = mem_bytes, mem_count
-                    if total + size > min(lim_b, max_bytes) or count > lim_c - 1:
-                        break
-                i += 1
-                u += 20
-                if filt and code >= -2147483648:
-                    c32 = <int32_t><uint32_t>code
-                    hit = False
-                    for j in range(ncs):
-                        if cs[j] == c32:
-                            hit = True
-                            break
-                    if not hit:
-                        continue
-                if off < cl_min:
-                    if total == 0:
-                        status = RMQ_SELECT_REMOVING
-                    continue
-                phys.append(off)
-                qoffs.append(offset + i - 1)
-                sizes.append(size)
-                total += size
-                count += 1
-                status = RMQ_SELECT_FOUND
+            i = _select(u, n, max_msgs, max_bytes, cs, ncs, filt, cl_min, max_phys, mem_limit, disk_bytes,
+                        disk_count, mem_bytes, mem_count, offset, NULL, 0, &count, &status)
+            if count:
+                units = PyBytes_FromStringAndSize(NULL, 24 * count)
+                _select(u, n, max_msgs, max_bytes, cs, ncs, filt, cl_min, max_phys, mem_limit, disk_bytes,
+                        disk_count, mem_bytes, mem_count, offset, <int64_t *>PyBytes_AS_STRING(units), count,
+                        &count, &status)
         finally:
             PyBuffer_Release(&view)
     finally:
         free(cs)
-    return status, i, phys, qoffs, sizes
+    return status, i, count, units
 
 
 # -- Dispatcher: ReputMessageService's whole per-record work in one nogil loop --------------------

@@ -234,7 +234,7 @@ _CQ_UNIT = np.dtype(CQ_UNIT_FIELDS)
 
 def select_units(buf: Any, pos: int, n: int, offset: int, max_msgs: int, max_bytes: int, codes: Any,
                  cl_min: int, max_phys: int, mem_limit: int, disk_bytes: int, disk_count: int,
-                 mem_bytes: int, mem_count: int) -> tuple[int, int, list[int], list[int], list[int]]:
+                 mem_bytes: int, mem_count: int) -> tuple[int, int, int, bytes]:
     """The unit loop of DefaultMessageStore.getMessage over the ``n`` consume-queue units at
     ``buf[pos:]`` (20 bytes each: offset, size, tags code, big-endian), the first one at queue
     offset ``offset``. A unit is taken unless its tags code fails the filter ``codes`` (a set of
@@ -243,9 +243,12 @@ def select_units(buf: Any, pos: int, n: int, offset: int, max_msgs: int, max_byt
     ``max_msgs`` messages, or before the bytes would pass ``max_bytes`` or the transfer limits
     (``disk_*`` for units more than ``mem_limit`` bytes behind ``max_phys``, else ``mem_*``).
 
-    Returns ``(status, consumed, physical_offsets, queue_offsets, sizes)``: SELECT_FOUND when a
-    message was taken, else SELECT_REMOVING when a removed unit came first, else SELECT_NO_MATCH;
-    ``consumed`` units were looked at (the next pull starts at ``offset + consumed``)."""
+    Returns ``(status, consumed, count, units)``: SELECT_FOUND when a message was taken, else
+    SELECT_REMOVING when a removed unit came first, else SELECT_NO_MATCH; ``consumed`` units were
+    looked at (the next pull starts at ``offset + consumed``); ``count`` were taken, and ``units``
+    holds them as native int64 rows of ``count`` each: physical offsets, queue offsets,
+    sizes. (Bytes, not lists: a pull of thousands spent most of its time making ints
+    nobody read; ``GetResult`` makes its lists when asked.)"""
     if pos < 0 or n < 0 or pos + n * CQ_UNIT_SIZE > len(memoryview(buf)):
         raise ValueError(f"{n} units at {pos} outside a buffer of {len(memoryview(buf))} bytes")
     units = np.frombuffer(bytes(memoryview(buf)[pos : pos + n * CQ_UNIT_SIZE]), dtype=_CQ_UNIT)
@@ -288,7 +291,7 @@ def select_units(buf: Any, pos: int, n: int, offset: int, max_msgs: int, max_byt
         sizes.append(size)
         total += size
         status = SELECT_FOUND
-    return status, i, phys, qoffs, sizes
+    return status, i, len(phys), np.array(phys + qoffs + sizes, dtype=np.int64).tobytes()
 
 
 class Dispatcher:

@@ -90,4 +90,4 @@ def _recovering(store: MessageStore, topic: Any, queue_id: Any, offset: int) -> 
     except TypeError:
         cq = None
     lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
-    return GetResult(OFFSET_OVERFLOW_ONE, offset, lo, hi, [], [], [], store)
+    return GetResult(OFFSET_OVERFLOW_ONE, offset, lo, hi, 0, b"", store)

@@ -11,7 +11,6 @@ import functools
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,22 +45,56 @@ class GetStatus:
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 
-@dataclass(slots=True)
 class GetResult:
-    """GetMessageResult: status, next offset to pull, queue bounds, and the messages found."""
+    """GetMessageResult: status, next offset to pull, queue bounds, and the messages found.
 
-    status: str
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    physical_offsets: list[int] = field(default_factory=list)
-    queue_offsets: list[int] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
-    _store: Any = field(default=None, repr=False)
+    ``physical_offsets``, ``queue_offsets`` and ``sizes`` are lists of the ``message_count``
+    messages, each made the first time it is read: the pull keeps them packed (``units``), since a
+    follower pulling thousands at a time spent most of its pull making ints it did not read."""
+
+    __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "message_count", "_units",
+                 "_phys", "_qoffs", "_sizes", "_store")
+
+    def __init__(self, status: str, next_begin_offset: int, min_offset: int, max_offset: int, count: int = 0,
+                 units: bytes = b"", store: Any = None) -> None:
+        self.status = status
+        self.next_begin_offset = next_begin_offset
+        self.min_offset = min_offset
+        self.max_offset = max_offset
+        self.message_count = count
+        self._units = units  # count native int64 of each: physical offsets, queue offsets, sizes
+        self._phys: list[int] | None = None
+        self._qoffs: list[int] | None = None
+        self._sizes: list[int] | None = None
+        self._store = store
+
+    def _row(self, k: int) -> list[int]:
+        n = self.message_count
+        return memoryview(self._units).cast("q")[k * n : (k + 1) * n].tolist()
 
     @property
-    def message_count(self) -> int:
-        return len(self.physical_offsets)
+    def physical_offsets(self) -> list[int]:
+        if self._phys is None:
+            self._phys = self._row(0)
+        return self._phys
+
+    @property
+    def queue_offsets(self) -> list[int]:
+        if self._qoffs is None:
+            self._qoffs = self._row(1)
+        return self._qoffs
+
+    @property
+    def sizes(self) -> list[int]:
+        if self._sizes is None:
+            self._sizes = self._row(2)
+        return self._sizes
+
+    @property
+    def units(self) -> np.ndarray:
+        """The messages' units as a read-only int64 array of 3 rows: physical offsets, queue
+        offsets, sizes (no Python int made)."""
+        return np.frombuffer(self._units, dtype=np.int64).reshape(3, self.message_count)
 
     @property
     def messages(self) -> list[MessageExt]:
@@ -72,6 +105,22 @@ class GetResult:
     def raw(self) -> list[bytes]:
         """Each message's record bytes, as a broker would send them to a client."""
         return [self._store.read_record_bytes(o, n) for o, n in zip(self.physical_offsets, self.sizes)]
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not GetResult:
+            return NotImplemented
+        mine = (self.status, self.next_begin_offset, self.min_offset, self.max_offset, self.message_count,
+                self._units, self._store)
+        return mine == (other.status, other.next_begin_offset, other.min_offset, other.max_offset,
+                        other.message_count, other._units, other._store)
+
+    __hash__ = None  # type: ignore[assignment]  # compared by value, not hashable
+
+    def __repr__(self) -> str:
+        return (f"GetResult(status={self.status!r}, next_begin_offset={self.next_begin_offset!r}, "
+                f"min_offset={self.min_offset!r}, max_offset={self.max_offset!r}, "
+                f"physical_offsets={self.physical_offsets!r}, queue_offsets={self.queue_offsets!r}, "
+                f"sizes={self.sizes!r})")
 
 
 @functools.lru_cache(maxsize=1)
@@ -174,25 +223,25 @@ class Pull:
         except TypeError:
             cq = queue_of(s, topic, queue_id)  # raises ConfigError
         if cq is None:
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, [], [], [], s)
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, 0, b"", s)
         # maxFilterMessageCount: 16000 bytes of units
         lo, hi, mf, pos, n = cq.pull_span(offset, max_msgs if max_msgs > _MAX_FILTER else _MAX_FILTER)
         if hi == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi, [], [], [], s)
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi, 0, b"", s)
         if offset < lo:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi, [], [], [], s)
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi, 0, b"", s)
         if offset == hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi, [], [], [], s)
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi, 0, b"", s)
         if offset > hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi, [], [], [], s)
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi, 0, b"", s)
         if mf is None or n == 0:
-            return GetResult(GetStatus.OFFSET_FOUND_NULL, offset + 1, lo, hi, [], [], [], s)
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, offset + 1, lo, hi, 0, b"", s)
         codes = None if tag_filter is None else _tag_codes(tag_filter)
         if not (-_CAP <= max_msgs <= _CAP and -_CAP <= max_bytes <= _CAP):
             max_msgs, max_bytes = max(-_CAP, min(max_msgs, _CAP)), max(-_CAP, min(max_bytes, _CAP))
-        status, i, phys, qoffs, sizes = self._kernel.select_units(
+        status, i, count, units = self._kernel.select_units(
             mf.mm, pos, n, offset, max_msgs, max_bytes, codes, cl.queue.min_offset(), cl_max, *self._limits)
-        return GetResult(_SELECT_STATUS[status], offset + i, lo, hi, phys, qoffs, sizes, s)
+        return GetResult(_SELECT_STATUS[status], offset + i, lo, hi, count, units, s)
 
     def read_record_bytes(self, physical_offset: int, size: int) -> bytes:
         physical_offset, size = int_arg(physical_offset, "physical_offset"), int_arg(size, "size")
