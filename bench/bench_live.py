@@ -1,9 +1,10 @@
 """Live consumers: writer-to-follower latency across two processes, a follower's read throughput on
-a live store, the in-process wake latency of ``get_messages(wait=)``, what an idle writer store
-costs the timing of the thread beside it, the put that needs a new consume-queue file, and the
-same wake-ups with no Python and no store (the floor under the first).
+a live store (beside its writer, and catching up), the in-process wake latency of
+``get_messages(wait=)``, what an idle writer store costs the timing of the thread beside it, the put
+that needs a new consume-queue file, and the same wake-ups with no Python and no store (the floor
+under the first).
 
-Run: ``python bench/bench_live.py`` (all six; ``--help`` for the knobs), e.g.
+Run: ``python bench/bench_live.py`` (all seven; ``--help`` for the knobs), e.g.
 ``python bench/bench_live.py latency --rates 10000,100000,1000000 --seconds 3``.
 
 * ``latency``: a writer process puts one message at a time at a fixed rate (open loop: message i is
@@ -28,6 +29,10 @@ Run: ``python bench/bench_live.py`` (all six; ``--help`` for the knobs), e.g.
   every message. Reported: the writer's rate alone (0.3 s of puts before the follower starts: how
   many messages the run puts), the writer's and the follower's rates, and how far behind the
   follower ended (its lag when the writer stopped).
+* ``catchup``: the writer puts ``--catchup-msgs`` (batches of 1000 100-byte messages) and stays
+  open; then a follower process opens the store and pulls them all as ``throughput``'s follower
+  does. Reported: the follower's rate and its CPU per message: how far ahead of any writer a
+  follower that fell behind (or started late) can read.
 * ``wake``: in one process, a thread waits in ``get_messages(wait=)``; the main thread puts one
   message every 2 ms (each put finds the waiter asleep). Latency: from before the put to the
   waiter's return.
@@ -51,7 +56,7 @@ Run: ``python bench/bench_live.py`` (all six; ``--help`` for the knobs), e.g.
   ``latency``). Reported as ``latency`` reports (p50 ... max, ``writer_late_p99_us``,
   ``host_late_p99_us``): what the wake-up itself costs on this host, which no Python can beat.
 
-``--writer-dispatch`` applies to the first five (``inline`` to ``latency`` only: the others use ``auto``
+``--writer-dispatch`` applies to the first six (``inline`` to ``latency`` only: the others use ``auto``
 then).
 
 The machine's load is printed with each result: figures on a shared machine are noisy; compare
@@ -83,7 +88,7 @@ TOPIC = "LiveBench"
 BODY_PAD = b"p" * 92  # 8-byte due time + 92 = 100-byte bodies
 BODY_AT = 88  # a record's body starts here (IPv4 hosts: 84 header bytes + BODYLENGTH)
 _TS = struct.Struct("<q")
-CASES = ("latency", "throughput", "wake", "idle", "roll", "floor")
+CASES = ("latency", "throughput", "catchup", "wake", "idle", "roll", "floor")
 
 
 def _load() -> str:
@@ -324,6 +329,31 @@ def throughput(seconds: float, batch: int = 1000, impl: str | None = None,
         shutil.rmtree(d, ignore_errors=True)
 
 
+def catchup(total: int, impl: str | None = None, writer: str = "auto") -> dict[str, Any]:
+    from rmqcore.store import MessageStore
+
+    ctx = mp.get_context("spawn")
+    d = tempfile.mkdtemp(prefix="rmqbench-live-")
+    try:
+        w = MessageStore(d, impl=impl, dispatch=_store_dispatch(writer), commitlog_file_size=1 << 30,
+                         cq_file_size=300_000 * 20)
+        bodies = [b"b" * 100] * 1000
+        for _ in range(total // 1000):
+            w.put_batch(TOPIC, bodies, 0)
+        w.dispatch()
+        ready, out = ctx.Event(), ctx.Queue()
+        p = ctx.Process(target=_follower_throughput, args=(d, total // 1000 * 1000, ready, out, impl))
+        p.start()
+        got, f0, f1, fcpu = out.get(timeout=600)
+        p.join(30)
+        w.close()
+        return {"writer": _store_dispatch(writer), "messages": got,
+                "follower_msgs_per_s": round(got / max(f1 - f0, 1e-9)),
+                "follower_cpu_ns_per_msg": round(fcpu / max(got, 1) * 1e9, 1), "load": _load()}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 # -- in-process wake ----------------------------------------------------------------------------------
 def wake(n: int, impl: str | None = None, writer: str = "auto") -> dict[str, Any]:
     from rmqcore.store import MessageStore
@@ -446,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="latency, throughput, idle: seconds per run")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each case")
     ap.add_argument("--wake-n", type=int, default=2000, help="wake: messages")
+    ap.add_argument("--catchup-msgs", type=int, default=4_000_000, help="catchup: messages behind")
     ap.add_argument("--roll-units", type=int, default=300_000, help="roll: units per consume-queue file")
     ap.add_argument("--rounds", type=int, default=4, help="roll: stores of each side")
     ap.add_argument("--impl", choices=["native", "pure"], default=None)
@@ -474,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
             elif what == "throughput":
                 results = [("throughput", throughput(args.seconds, impl=args.impl,
                                                      writer=args.writer_dispatch))]
+            elif what == "catchup":
+                results = [("catchup", catchup(args.catchup_msgs, args.impl, args.writer_dispatch))]
             elif what == "wake":
                 results = [("wake", wake(args.wake_n, args.impl, args.writer_dispatch))]
             elif what == "idle":
