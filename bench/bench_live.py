@@ -26,9 +26,11 @@ Run: ``python bench/bench_live.py`` (all seven; ``--help`` for the knobs), e.g.
   (``put``: ``dispatch="put"``, the unit written and its waiters woken in the put's native call).
 * ``throughput``: a writer puts batches of 1000 100-byte messages as fast as it can for a number of
   seconds, while a follower pulls (``max_msgs`` 4096, no decoding: offsets and sizes) until it has
-  every message. Reported: the writer's rate alone (0.3 s of puts before the follower starts: how
-  many messages the run puts), the writer's and the follower's rates, and how far behind the
-  follower ended (its lag when the writer stopped).
+  every message (how many: 0.3 s of puts first, scaled to ``--seconds``). Reported: the writer's
+  and the follower's rates, how far behind the follower ended (its lag when the writer stopped),
+  their CPU-seconds a second, and the same puts into a store of its own with no follower
+  (``writer_solo_msgs_per_s``: before or after, alternating run to run), what a follower costs
+  the writer.
 * ``catchup``: the writer puts ``--catchup-msgs`` (batches of 1000 100-byte messages) and stays
   open; then a follower process opens the store and pulls them all as ``throughput``'s follower
   does. Reported: the follower's rate and its CPU per message: how far ahead of any writer a
@@ -287,59 +289,83 @@ def _store_dispatch(writer: str) -> str:
     return "auto" if writer == "inline" else writer
 
 
-def throughput(seconds: float, batch: int = 1000, impl: str | None = None,
-               writer: str = "auto") -> dict[str, Any]:
+def _writer_store(d: str, impl: str | None, writer: str) -> Any:
     from rmqcore.store import MessageStore
 
+    w = MessageStore(d, impl=impl, dispatch=_store_dispatch(writer), commitlog_file_size=1 << 30,
+                     cq_file_size=300_000 * 20)
+    w.warm_up()
+    return w
+
+
+def _put_all(w: Any, total: int, bodies: list[bytes]) -> tuple[float, float]:
+    """Put ``total`` messages in batches of ``bodies``; (seconds, CPU-seconds of the process)."""
+    t0, c0 = time.monotonic(), time.process_time()
+    for _ in range(total // len(bodies)):
+        w.put_batch(TOPIC, bodies, 0)
+    return time.monotonic() - t0, time.process_time() - c0
+
+
+_throughput_runs = 0  # alternates which of a throughput run's two writers goes first
+
+
+def throughput(seconds: float, batch: int = 1000, impl: str | None = None,
+               writer: str = "auto") -> dict[str, Any]:
+    global _throughput_runs
     ctx = mp.get_context("spawn")
+    bodies = [b"b" * 100] * batch
+    solo_first = _throughput_runs % 2 == 0
+    _throughput_runs += 1
     d = tempfile.mkdtemp(prefix="rmqbench-live-")
     try:
-        w = MessageStore(d, impl=impl, dispatch=_store_dispatch(writer), commitlog_file_size=1 << 30,
-                         cq_file_size=300_000 * 20)
-        w.warm_up()
-        bodies = [b"b" * 100] * batch
+        w = _writer_store(d, impl, writer)
         # how many batches fit the time: measured on 0.3 s of puts into a scratch topic
-        ready, out = ctx.Event(), ctx.Queue()
         t = time.monotonic()
         k = 0
         while time.monotonic() - t < 0.3:
             w.put_batch(TOPIC + "Warm", bodies, 0)
             k += 1
-        per_s = k * batch / (time.monotonic() - t)
-        total_guess = int(per_s * seconds) // batch * batch
-        p = ctx.Process(target=_follower_throughput, args=(d, total_guess, ready, out, impl))
+        total = int(k * batch / (time.monotonic() - t) * seconds) // batch * batch
+
+        def solo() -> float:
+            d2 = tempfile.mkdtemp(prefix="rmqbench-live-")
+            try:
+                w2 = _writer_store(d2, impl, writer)
+                el, _ = _put_all(w2, total, bodies)
+                w2.close()
+                return el
+            finally:
+                shutil.rmtree(d2, ignore_errors=True)  # its dirty pages go with it, unwritten
+
+        solo_s = solo() if solo_first else 0.0
+        ready, out = ctx.Event(), ctx.Queue()
+        p = ctx.Process(target=_follower_throughput, args=(d, total, ready, out, impl))
         p.start()
         ready.wait(60)
         time.sleep(0.3)
-        t0, c0 = time.monotonic(), time.process_time()
-        for _ in range(total_guess // batch):
-            w.put_batch(TOPIC, bodies, 0)
-        t1, c1 = time.monotonic(), time.process_time()
+        t0 = time.monotonic()
+        el, cpu = _put_all(w, total, bodies)
         got, f0, f1, fcpu = out.get(timeout=600)
         p.join(30)
         w.close()
-        return {"writer": _store_dispatch(writer), "messages": total_guess,
-                "writer_alone_msgs_per_s": round(per_s), "writer_msgs_per_s": round(total_guess / (t1 - t0)),
+        if not solo_first:
+            solo_s = solo()
+        return {"writer": _store_dispatch(writer), "messages": total,
+                "writer_solo_msgs_per_s": round(total / solo_s), "writer_msgs_per_s": round(total / el),
                 "follower_msgs_per_s": round(got / max(f1 - f0, 1e-9)), "follower_got": got,
-                "follower_done_after_writer_s": round(f1 - t1, 3),
-                "writer_cpu": round((c1 - c0) / (t1 - t0), 2),
-                "follower_cpu": round(fcpu / max(f1 - f0, 1e-9), 2),
+                "follower_done_after_writer_s": round(f1 - (t0 + el), 3),
+                "writer_cpu": round(cpu / el, 2), "follower_cpu": round(fcpu / max(f1 - f0, 1e-9), 2),
                 "load": _load()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
 def catchup(total: int, impl: str | None = None, writer: str = "auto") -> dict[str, Any]:
-    from rmqcore.store import MessageStore
-
     ctx = mp.get_context("spawn")
     d = tempfile.mkdtemp(prefix="rmqbench-live-")
     try:
-        w = MessageStore(d, impl=impl, dispatch=_store_dispatch(writer), commitlog_file_size=1 << 30,
-                         cq_file_size=300_000 * 20)
-        bodies = [b"b" * 100] * 1000
-        for _ in range(total // 1000):
-            w.put_batch(TOPIC, bodies, 0)
+        w = _writer_store(d, impl, writer)
+        _put_all(w, total, [b"b" * 100] * 1000)
         w.dispatch()
         ready, out = ctx.Event(), ctx.Queue()
         p = ctx.Process(target=_follower_throughput, args=(d, total // 1000 * 1000, ready, out, impl))
