@@ -859,6 +859,26 @@ def test_select_units_twins_follow_get_message(units, lead, offset, max_msgs, ma
         assert (status, consumed, *rows) == want
 
 
+def test_select_units_over_thousands_of_units_follows_get_message() -> None:
+    """A pull of more units than the native twin keeps the GIL for (it lets it go for the loop):
+    the same answers, filtered or not, with removed units first."""
+    rng = np.random.default_rng(7)
+    n = 6000
+    units = [(int(o), int(z), int(c)) for o, z, c in zip(np.cumsum(rng.integers(50, 300, n)),
+                                                         rng.integers(50, 300, n), rng.integers(0, 4, n))]
+    buf = b"".join(o.to_bytes(8, "big") + z.to_bytes(4, "big") + c.to_bytes(8, "big") for o, z, c in units)
+    limits = (1 << 40, 10**6, 1 << 40, 10**6)
+    for max_msgs, codes, cl_min in ((n, None, 0), (5000, {1, 3}, units[100][0]), (7, {2}, 0)):
+        args = (900, max_msgs, 1 << 40, codes, cl_min, units[-1][0], 1 << 30)
+        want = _reference_select(units, *args, limits)
+        assert want[0] == 1 and len(want[2]) == min(max_msgs, sum(1 for u in units if codes is None or u[2] in codes
+                                                                  if u[0] >= cl_min))
+        for k in kernels():
+            status, consumed, count, packed = k.select_units(buf, 0, n, *args, *limits)
+            rows = np.frombuffer(packed, dtype=np.int64).reshape(3, count).tolist()
+            assert (status, consumed, *rows) == want
+
+
 def test_select_units_range_errors() -> None:
     buf = bytes(20 * 4 + 3)
     for k in kernels():

@@ -264,6 +264,7 @@ DEF LIVE_LAG = 2 * 1024 * 1024  # follow a streaming writer this far behind: its
 DEF LIVE_STREAMING = 10  # ... streaming: more than 1 byte per LIVE_STREAMING ns (100 MB/s) since the last look
 DEF CHUNK = 4000  # records per scan: not a multiple of 512 (4 KiB-multiple row strides thrash L1)
 DEF GIL_KEEP_BYTES = 2048  # a run over fewer CommitLog bytes keeps the GIL (Dispatcher.run)
+DEF SELECT_GIL_KEEP = 4096  # select_units over more units than this lets the GIL go
 DEF KEYS_CAP = CHUNK * 8
 DEF HINT_CAP_MIN = 16  # records a batch takes from hints right after a stop
 DEF SEG_FIELDS = 10
@@ -338,6 +339,8 @@ def select_units(buf, int64_t pos, int64_t n, int64_t offset, int64_t max_msgs, 
     cdef int status = RMQ_SELECT_NO_MATCH
     cdef bint filt = codes is not None
     cdef bytes units = b""
+    cdef int64_t *out
+    cdef PyThreadState *ts
     if filt:
         cs = <int32_t *>malloc((len(codes) + 1) * sizeof(int32_t))
         if cs == NULL:
@@ -353,13 +356,20 @@ def select_units(buf, int64_t pos, int64_t n, int64_t offset, int64_t max_msgs, 
             if pos < 0 or n < 0 or pos > view.len or n > (view.len - pos) // 20:
                 raise ValueError(f"{n} units at {pos} outside a buffer of {view.len} bytes")
             u = <const unsigned char *>view.buf + pos
+            # (the loop raises nothing: no exception can leave the GIL released)
+            ts = PyEval_SaveThread() if n > SELECT_GIL_KEEP else NULL
             i = _select(u, n, max_msgs, max_bytes, cs, ncs, filt, cl_min, max_phys, mem_limit, disk_bytes,
                         disk_count, mem_bytes, mem_count, offset, NULL, 0, &count, &status)
+            if ts != NULL:
+                PyEval_RestoreThread(ts)
             if count:
                 units = PyBytes_FromStringAndSize(NULL, 24 * count)
+                out = <int64_t *>PyBytes_AS_STRING(units)
+                ts = PyEval_SaveThread() if n > SELECT_GIL_KEEP else NULL
                 _select(u, n, max_msgs, max_bytes, cs, ncs, filt, cl_min, max_phys, mem_limit, disk_bytes,
-                        disk_count, mem_bytes, mem_count, offset, <int64_t *>PyBytes_AS_STRING(units), count,
-                        &count, &status)
+                        disk_count, mem_bytes, mem_count, offset, out, count, &count, &status)
+                if ts != NULL:
+                    PyEval_RestoreThread(ts)
         finally:
             PyBuffer_Release(&view)
     finally:
