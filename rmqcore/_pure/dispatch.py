@@ -247,8 +247,8 @@ def select_units(buf: Any, pos: int, n: int, offset: int, max_msgs: int, max_byt
     SELECT_REMOVING when a removed unit came first, else SELECT_NO_MATCH; ``consumed`` units were
     looked at (the next pull starts at ``offset + consumed``); ``count`` were taken, and ``units``
     holds them as native int64 rows of ``count`` each: physical offsets, queue offsets,
-    sizes. (Bytes, not lists: a pull of thousands spent most of its time making ints
-    nobody read; ``GetResult`` makes its lists when asked.)"""
+    sizes. (Bytes, not lists: lists would make a pull of thousands spend most of its time
+    making ints nobody reads; ``GetResult`` makes its lists when asked.)"""
     if pos < 0 or n < 0 or pos + n * CQ_UNIT_SIZE > len(memoryview(buf)):
         raise ValueError(f"{n} units at {pos} outside a buffer of {len(memoryview(buf))} bytes")
     units = np.frombuffer(bytes(memoryview(buf)[pos : pos + n * CQ_UNIT_SIZE]), dtype=_CQ_UNIT)

@@ -49,8 +49,8 @@ class GetResult:
     """GetMessageResult: status, next offset to pull, queue bounds, and the messages found.
 
     ``physical_offsets``, ``queue_offsets`` and ``sizes`` are lists of the ``message_count``
-    messages, each made the first time it is read: the pull keeps them packed (``units``), since a
-    follower pulling thousands at a time spent most of its pull making ints it did not read."""
+    messages, each made the first time it is read: the pull keeps them packed (``units``), so a
+    follower pulling thousands at a time, which reads only the count, makes no ints."""
 
     __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "message_count", "_units",
                  "_phys", "_qoffs", "_sizes", "_store")
