@@ -23,9 +23,9 @@ rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 from ..kernel_results import DispatchRun
 from ..layout import (D_FLAGS, D_KEYS_COUNT, D_KEYS_START, D_TAGS_CODE, DF_BAD_UTF8, DF_SCHEDULE, DISPATCH_ROWS,
                       HINT_CAPACITY, HINT_FIELDS, MIN_RECORD_SIZE, NCOLUMNS, SELECT_FOUND, SELECT_NO_MATCH,
-                      SELECT_REMOVING,
-                      SPECIAL_FLAGS, SPECIAL_KEYS, SPECIAL_QUEUE_POS, ST_BAD_CRC, ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK,
-                      ST_END, ST_MSG, ST_TORN, STOP_INDEX, STOP_NONE, STOP_QUEUE, STOP_SEG, STOP_SPECIAL)
+                      SELECT_REMOVING, SPECIAL_FLAGS, SPECIAL_KEYS, SPECIAL_QUEUE_POS, ST_BAD_CRC,
+                      ST_BAD_MAGIC, ST_BAD_SIZE, ST_BLANK, ST_END, ST_MSG, ST_TORN, STOP_INDEX, STOP_NONE,
+                      STOP_QUEUE, STOP_SEG, STOP_SPECIAL)
 from ..wire import SCHEDULE_TOPIC
 
 __all__ = ["dispatch_batch", "sparse_points", "select_units", "SELECT_NO_MATCH", "SELECT_FOUND", "SELECT_REMOVING",
