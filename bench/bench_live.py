@@ -343,8 +343,8 @@ def throughput(seconds: float, batch: int = 1000, impl: str | None = None,
         p.start()
         ready.wait(60)
         time.sleep(0.3)
-        t0 = time.monotonic()
         el, cpu = _put_all(w, total, bodies)
+        t1 = time.monotonic()
         got, f0, f1, fcpu = out.get(timeout=600)
         p.join(30)
         w.close()
@@ -353,7 +353,7 @@ def throughput(seconds: float, batch: int = 1000, impl: str | None = None,
         return {"writer": _store_dispatch(writer), "messages": total,
                 "writer_solo_msgs_per_s": round(total / solo_s), "writer_msgs_per_s": round(total / el),
                 "follower_msgs_per_s": round(got / max(f1 - f0, 1e-9)), "follower_got": got,
-                "follower_done_after_writer_s": round(f1 - (t0 + el), 3),
+                "follower_done_after_writer_s": round(f1 - t1, 3),
                 "writer_cpu": round(cpu / el, 2), "follower_cpu": round(fcpu / max(f1 - f0, 1e-9), 2),
                 "load": _load()}
     finally:
@@ -362,13 +362,14 @@ def throughput(seconds: float, batch: int = 1000, impl: str | None = None,
 
 def catchup(total: int, impl: str | None = None, writer: str = "auto") -> dict[str, Any]:
     ctx = mp.get_context("spawn")
+    total = total // 1000 * 1000  # whole batches
     d = tempfile.mkdtemp(prefix="rmqbench-live-")
     try:
         w = _writer_store(d, impl, writer)
         _put_all(w, total, [b"b" * 100] * 1000)
         w.dispatch()
         ready, out = ctx.Event(), ctx.Queue()
-        p = ctx.Process(target=_follower_throughput, args=(d, total // 1000 * 1000, ready, out, impl))
+        p = ctx.Process(target=_follower_throughput, args=(d, total, ready, out, impl))
         p.start()
         got, f0, f1, fcpu = out.get(timeout=600)
         p.join(30)

@@ -53,7 +53,7 @@ class GetResult:
     follower pulling thousands at a time, which reads only the count, makes no ints."""
 
     __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset", "message_count", "_units",
-                 "_phys", "_qoffs", "_sizes", "_store")
+                 "_rows", "_store")
 
     def __init__(self, status: str, next_begin_offset: int, min_offset: int, max_offset: int, count: int = 0,
                  units: bytes = b"", store: Any = None) -> None:
@@ -63,32 +63,30 @@ class GetResult:
         self.max_offset = max_offset
         self.message_count = count
         self._units = units  # count native int64 of each: physical offsets, queue offsets, sizes
-        self._phys: list[int] | None = None
-        self._qoffs: list[int] | None = None
-        self._sizes: list[int] | None = None
+        self._rows: list[list[int] | None] | None = None  # the three lists, each once made
         self._store = store
 
     def _row(self, k: int) -> list[int]:
-        n = self.message_count
-        return memoryview(self._units).cast("q")[k * n : (k + 1) * n].tolist()
+        rows = self._rows
+        if rows is None:
+            rows = self._rows = [None, None, None]
+        row = rows[k]
+        if row is None:
+            n = self.message_count
+            row = rows[k] = memoryview(self._units).cast("q")[k * n : (k + 1) * n].tolist()
+        return row
 
     @property
     def physical_offsets(self) -> list[int]:
-        if self._phys is None:
-            self._phys = self._row(0)
-        return self._phys
+        return self._row(0)
 
     @property
     def queue_offsets(self) -> list[int]:
-        if self._qoffs is None:
-            self._qoffs = self._row(1)
-        return self._qoffs
+        return self._row(1)
 
     @property
     def sizes(self) -> list[int]:
-        if self._sizes is None:
-            self._sizes = self._row(2)
-        return self._sizes
+        return self._row(2)
 
     @property
     def units(self) -> np.ndarray:
