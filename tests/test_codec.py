@@ -1405,3 +1405,84 @@ def test_batch_properties_as_str_are_stored_as_their_utf8(impl, texts):
     assert c == bytearray(8192)
     with pytest.raises(TypeError):
         batch(impl.codec, bytearray(8192), 0, 8192, bodies, texts[:-1] + [7])
+
+
+def _kind(b: bytes, kind: str) -> Any:
+    return bytearray(b) if kind == "bytearray" else memoryview(b) if kind == "memoryview" else b
+
+
+@CROSS
+@given(
+    pool=st.lists(st.one_of(st.binary(max_size=40),  # (lone surrogates: an error, tested above)
+                            st.text(st.characters(exclude_categories=["Cs"]), max_size=20)),
+                  min_size=1, max_size=4),
+    items=st.lists(st.tuples(st.integers(0, 3), st.sampled_from([b"", b"x" * 30, b"y" * 30, b"z" * 7]),
+                             st.sampled_from(["bytes", "bytearray", "memoryview"])), min_size=1, max_size=12),
+    container=st.sampled_from([list, tuple]),
+)  # fmt: skip
+def test_batch_sharing_properties_objects_writes_what_fresh_ones_write(pool, items, container):
+    """``put_batch`` hands the kernel one properties object for every message: a batch whose
+    messages share objects (runs of one, and runs of equal lengths) is written byte for byte as the
+    same batch with a fresh object per message, by every twin (the pure one, first, writes that)."""
+    shared = container(pool[k % len(pool)] for k, _, _ in items)
+    # a new object per message (bytearray: never one interned object for equal values)
+    fresh = [bytearray(p.encode("utf-8") if isinstance(p, str) else p) for p in shared]
+    bodies = container(_kind(b, kind) for _, b, kind in items)
+    want = bytearray(4096)
+    want_sizes = np.zeros(len(items), np.int64)
+    expected = batch(twins()[0].codec, want, 0, 4096, [bytes(b) for b in bodies], fresh, sizes_out=want_sizes)
+    for i in twins():
+        buf = bytearray(4096)
+        sizes = np.zeros(len(items), np.int64)
+        assert batch(i.codec, buf, 0, 4096, bodies, shared, sizes_out=sizes) == expected
+        assert buf == want and list(sizes) == list(want_sizes)
+
+
+class _Shrinks:
+    """An int (its __index__) or a sequence (its __len__) that empties ``victim`` when used."""
+
+    def __init__(self, victim: list, value: Any) -> None:
+        self.victim, self.value = victim, value
+
+    def __index__(self) -> int:
+        self.victim.clear()
+        return int(self.value)
+
+    def __len__(self) -> int:
+        self.victim.clear()
+        return len(self.value)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.value[i]
+
+
+@pytest.mark.parametrize("victim", ["bodies", "properties", "flags"])
+@pytest.mark.parametrize("via", ["queue_id", "a flag", "a sequence's len"])
+def test_batch_lists_emptied_during_the_call_do_as_the_pure_twin(victim, via):
+    """Python code the call runs (an ``__index__``, a sequence's ``__len__``) may empty the lists
+    it was given. Each body and properties object is read once (the native twin reads a list
+    through a tuple of its items, which keeps them alive; it read freed memory before), each flag
+    when it is converted: every twin gives the same result, or the same exception and nothing
+    written."""
+    results = []
+    for i in twins():
+        lists = {"bodies": [b"b" * 20 for _ in range(300)], "properties": [b"" for _ in range(300)],
+                 "flags": [1] * 300}  # fmt: skip
+        args, over = dict(lists), {}
+        if via == "a sequence's len":  # another argument reports its length, emptying the victim
+            other = "flags" if victim != "flags" else "bodies"
+            args[other] = _Shrinks(lists[victim], lists[other])
+        elif via == "a flag":
+            lists["flags"][0] = _Shrinks(lists[victim], 1)
+        else:
+            over[via] = _Shrinks(lists[victim], 5)
+        buf = bytearray(b"\x5a" * 100_000)
+        r = outcome(lambda: batch(i.codec, buf, 0, len(buf), args["bodies"], args["properties"],
+                                  args["flags"], **over))
+        if r[0] == "raise":
+            assert buf == b"\x5a" * 100_000
+        else:  # every message written, as the lists held them when the call read them
+            assert r[1][0] == 300
+            assert i.codec.scan_records(buf, 0, r[1][1], True)[:3] == (ST_END, r[1][1], 300)
+        results.append(r)
+    assert len(set(results)) == 1, results

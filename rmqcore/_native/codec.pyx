@@ -29,11 +29,11 @@ from cpython.bytearray cimport PyByteArray_Check
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_CheckExact, PyBytes_FromStringAndSize
 from cpython.bytes cimport PyBytes_GET_SIZE
 from cpython.exc cimport PyErr_Clear
-from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM
+from cpython.list cimport PyList_AsTuple, PyList_CheckExact
 from cpython.long cimport PyLong_Check, PyLong_CheckExact
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
-from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM
+from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int32_t, int64_t, uint32_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy

@@ -152,14 +152,15 @@ def encode_record(
 
 
 cdef struct _Batch:
-    # per message: borrowed pointers/lengths, a strong reference or a held buffer per source
+    # per message: borrowed pointers/lengths, and what keeps each source alive: the tuples the batch
+    # was read from (see encode_batch), or a strong reference or a held buffer of its own
     const unsigned char **bodies
     const unsigned char **props
     int64_t *body_lens
     int64_t *props_lens
     int64_t *sizes
     int32_t *flags
-    PyObject **refs        # 2 per message (body, props): owned references, or NULL
+    PyObject **refs        # 2 per message (body, props): owned references, or NULL (lazy)
     Py_buffer *views       # 2 per message, for bytearray/memoryview sources (lazy)
     bint *held             # 2 per message
     Py_ssize_t n
@@ -185,11 +186,24 @@ cdef void _batch_free(_Batch *bt) noexcept:
     free(bt.held)
 
 
-cdef int _batch_item(_Batch *bt, Py_ssize_t k, object o, const unsigned char **ptr, int64_t *length) except -1:
-    """Borrow the bytes of batch source ``o`` (slot ``k``), keeping it alive until _batch_free."""
+cdef int _batch_ref(_Batch *bt, Py_ssize_t k, object o) except -1:
+    """Keep ``o`` alive until _batch_free (slot ``k``)."""
+    if bt.refs == NULL:
+        bt.refs = <PyObject **>calloc(2 * bt.n, sizeof(PyObject *))
+        if bt.refs == NULL:
+            raise MemoryError()
+    Py_INCREF(o)
+    bt.refs[k] = <PyObject *>o
+    return 0
+
+
+cdef int _batch_item(_Batch *bt, Py_ssize_t k, object o, bint kept, const unsigned char **ptr,
+                     int64_t *length) except -1:
+    """Borrow the bytes of batch source ``o`` (slot ``k``) until _batch_free; ``kept``: a tuple the
+    batch was read from holds ``o`` that long already."""
     if PyBytes_Check(o):
-        Py_INCREF(o)
-        bt.refs[k] = <PyObject *>o
+        if not kept:
+            _batch_ref(bt, k, o)
         ptr[0] = <const unsigned char *>PyBytes_AS_STRING(o)
         length[0] = PyBytes_GET_SIZE(o)
         return 0
@@ -207,11 +221,29 @@ cdef int _batch_item(_Batch *bt, Py_ssize_t k, object o, const unsigned char **p
         return 0
     PyErr_Clear()
     o = bytes(o)  # a non-contiguous memoryview: copy, as the pure twin's bytes() does
-    Py_INCREF(o)
-    bt.refs[k] = <PyObject *>o
+    _batch_ref(bt, k, o)
     ptr[0] = <const unsigned char *>PyBytes_AS_STRING(o)
     length[0] = PyBytes_GET_SIZE(o)
     return 0
+
+
+cdef object _held_items(object seq):
+    """A tuple of ``seq``'s items when it is a list or tuple (None otherwise): what a batch reads
+    them from. A list may change while the call runs Python code (an ``__index__``, a sequence's
+    ``__getitem__``); the tuple keeps every item it had, so no borrowed pointer outlives its item."""
+    if PyTuple_CheckExact(seq):
+        return seq
+    if PyList_CheckExact(seq):
+        return PyList_AsTuple(seq)
+    return None
+
+
+cdef inline object _held_item(object held, Py_ssize_t i):
+    """Item ``i`` of a batch's held tuple, or the IndexError ``seq[i]`` raises past its end (a list
+    shortened since the batch took its length)."""
+    if i >= PyTuple_GET_SIZE(held):
+        raise IndexError("list index out of range")
+    return <object>PyTuple_GET_ITEM(held, i)
 
 
 cdef int _batch_flags(_Batch *bt, object flags) except -1:
@@ -219,11 +251,6 @@ cdef int _batch_flags(_Batch *bt, object flags) except -1:
     cdef const int64_t[::1] f64
     cdef const int32_t[::1] f32
     cdef int64_t v
-    if PyList_CheckExact(flags) or PyTuple_CheckExact(flags):
-        for i in range(n):
-            _f32(<object>(PyList_GET_ITEM(flags, i) if PyList_CheckExact(flags) else PyTuple_GET_ITEM(flags, i)),
-                 &bt.flags[i], "flag")
-        return 0
     if PyObject_CheckBuffer(flags):  # numpy int32/int64 arrays without a Python object per item
         try:
             f64 = flags
@@ -281,11 +308,12 @@ def encode_batch(
     cdef Py_ssize_t n, i, tlen
     cdef int64_t sf, p64, a64, total = 0, before_last
     cdef int sf_ovf
-    cdef bint is_v2, fast_bodies, fast_props, overlap = False
+    cdef bint is_v2, overlap = False
     cdef unsigned char *dst
     cdef unsigned char *scratch = NULL
     cdef int64_t[::1] so
-    cdef object body, props
+    cdef object body, props, hb, hp
+    cdef PyObject *prev = NULL  # the last message's properties object while hp holds it
     t.held = ba.held = sa.held = False
     o.held = False
     bt.bodies = bt.props = NULL
@@ -319,45 +347,46 @@ def encode_batch(
         bt.body_lens = <int64_t *>malloc(n * sizeof(int64_t))
         bt.props_lens = <int64_t *>malloc(n * sizeof(int64_t))
         bt.sizes = <int64_t *>malloc(n * sizeof(int64_t))
-        bt.refs = <PyObject **>calloc(2 * n, sizeof(PyObject *))
         if (bt.bodies == NULL or bt.props == NULL or bt.body_lens == NULL or bt.props_lens == NULL
-                or bt.sizes == NULL or bt.refs == NULL):
+                or bt.sizes == NULL):
             raise MemoryError()
         bt.n = n
-        fast_bodies = PyList_CheckExact(bodies) or PyTuple_CheckExact(bodies)
-        fast_props = PyList_CheckExact(properties) or PyTuple_CheckExact(properties)
+        hb = _held_items(bodies)
+        hp = _held_items(properties)
         for i in range(n):
-            if fast_bodies:
-                body = <object>(PyList_GET_ITEM(bodies, i) if PyList_CheckExact(bodies) else PyTuple_GET_ITEM(bodies, i))
+            body = _held_item(hb, i) if hb is not None else bodies[i]
+            props = _held_item(hp, i) if hp is not None else properties[i]
+            if <PyObject *>props == prev:  # the message before's object (one for a batch): taken once
+                bt.props[i] = bt.props[i - 1]
+                bt.props_lens[i] = bt.props_lens[i - 1]
             else:
-                body = bodies[i]
-            if fast_props:
-                props = <object>(PyList_GET_ITEM(properties, i) if PyList_CheckExact(properties)
-                                 else PyTuple_GET_ITEM(properties, i))
-            else:
-                props = properties[i]
-            if PyUnicode_CheckExact(props):  # a properties string, stored as UTF-8
-                if PyUnicode_IS_COMPACT_ASCII(props):  # its bytes are the UTF-8: no copy
-                    Py_INCREF(props)
-                    bt.refs[2 * i + 1] = <PyObject *>props
-                    bt.props[i] = <const unsigned char *>PyUnicode_DATA(props)
-                    bt.props_lens[i] = PyUnicode_GET_LENGTH(props)
+                if hp is not None:
+                    prev = <PyObject *>props  # held by hp: no other object can take its address
+                if PyUnicode_CheckExact(props):  # a properties string, stored as UTF-8
+                    if PyUnicode_IS_COMPACT_ASCII(props):  # its bytes are the UTF-8: no copy
+                        if hp is None:
+                            _batch_ref(&bt, 2 * i + 1, props)
+                        bt.props[i] = <const unsigned char *>PyUnicode_DATA(props)
+                        bt.props_lens[i] = PyUnicode_GET_LENGTH(props)
+                    else:
+                        try:
+                            props = PyUnicode_AsEncodedString(props, "utf-8", NULL)
+                        except UnicodeEncodeError:
+                            raise InvalidMessageError(
+                                "properties hold a lone surrogate: they are not UTF-8 text") from None
+                        _batch_item(&bt, 2 * i + 1, props, False, &bt.props[i], &bt.props_lens[i])
+                elif PyBytes_Check(props) or PyByteArray_Check(props) or isinstance(props, memoryview):
+                    _batch_item(&bt, 2 * i + 1, props, hp is not None, &bt.props[i], &bt.props_lens[i])
                 else:
-                    try:
-                        props = PyUnicode_AsEncodedString(props, "utf-8", NULL)
-                    except UnicodeEncodeError:
-                        raise InvalidMessageError(
-                            "properties hold a lone surrogate: they are not UTF-8 text") from None
-                    _batch_item(&bt, 2 * i + 1, props, &bt.props[i], &bt.props_lens[i])
-            elif PyBytes_Check(props) or PyByteArray_Check(props) or isinstance(props, memoryview):
-                _batch_item(&bt, 2 * i + 1, props, &bt.props[i], &bt.props_lens[i])
-            else:
-                raise TypeError("batch bodies must be bytes-like and properties bytes-like or str")
+                    raise TypeError("batch bodies must be bytes-like and properties bytes-like or str")
             if not (PyBytes_Check(body) or PyByteArray_Check(body) or isinstance(body, memoryview)):
                 raise TypeError("batch bodies must be bytes-like and properties bytes-like or str")
-            _batch_item(&bt, 2 * i, body, &bt.bodies[i], &bt.body_lens[i])
-            _props_fit(bt.props_lens[i])
-            bt.sizes[i] = rmq_record_size(bt.body_lens[i], tlen, bt.props_lens[i], sf, is_v2)
+            _batch_item(&bt, 2 * i, body, hb is not None, &bt.bodies[i], &bt.body_lens[i])
+            if i and bt.body_lens[i] == bt.body_lens[i - 1] and bt.props_lens[i] == bt.props_lens[i - 1]:
+                bt.sizes[i] = bt.sizes[i - 1]  # (its properties fit, as the message before's did)
+            else:
+                _props_fit(bt.props_lens[i])
+                bt.sizes[i] = rmq_record_size(bt.body_lens[i], tlen, bt.props_lens[i], sf, is_v2)
             total += bt.sizes[i]
         if total + RMQ_BLANK_SIZE > a64:
             return 0, -total
@@ -400,7 +429,7 @@ def encode_batch(
         overlap = (_overlaps(dst, total, t.ptr, t.len) or _overlaps(dst, total, ba.ptr, ba.len)
                    or _overlaps(dst, total, sa.ptr, sa.len))
         i = 0
-        while not overlap and i < n:
+        while not overlap and bt.views != NULL and i < n:  # (only a buffer view can lie in buf)
             overlap = (_overlaps(dst, total, bt.bodies[i], bt.body_lens[i])
                        or _overlaps(dst, total, bt.props[i], bt.props_lens[i]))
             i += 1

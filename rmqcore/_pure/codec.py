@@ -205,7 +205,8 @@ def encode_batch(
     ``physical_offset + bytes before it``; reconsume times and prepared offset are 0 (as the broker
     writes batches). ``sizes_out`` (int64 array of at least ``len(bodies)`` or None) receives each
     record's size. Returns ``(count, total_bytes)``, or ``(0, -total_bytes)`` writing nothing when
-    ``total + 8 > avail`` (a batch never splits across files).
+    ``total + 8 > avail`` (a batch never splits across files). Each ``bodies[i]`` and
+    ``properties[i]`` is read once, before anything is encoded; each ``flags[i]`` as it is encoded.
     """
     n = len(bodies)
     if len(properties) != n or (flags is not None and len(flags) != n):
@@ -215,6 +216,7 @@ def encode_batch(
     _encode_range(buf, pos, avail)
     sys_flag = _host_flags(sys_flag, bytes(born_addr), bytes(store_addr))
     sizes = []
+    blist: list[Any] = []  # each message's body and properties, read once (what is encoded)
     plist: list[Any] = []  # bytes-like
     for i in range(n):
         body = bodies[i]
@@ -225,6 +227,7 @@ def encode_batch(
             props, (bytes, bytearray, memoryview)
         ):
             raise TypeError("batch bodies must be bytes-like and properties bytes-like or str")
+        blist.append(body)
         plist.append(props)
         _props_fit(len(props))
         sizes.append(record_size(len(body), len(topic), len(props), sys_flag, v2))
@@ -237,7 +240,7 @@ def encode_batch(
         w = encode_record(
             scratch, p, len(scratch) - p, topic, queue_id, 0 if flags is None else flags[i],
             queue_offset + i, physical_offset + p, sys_flag, born_timestamp, born_addr, born_port,
-            store_timestamp, store_addr, store_port, 0, 0, bodies[i], plist[i], v2,
+            store_timestamp, store_addr, store_port, 0, 0, blist[i], plist[i], v2,
         )
         assert w == sizes[i]
         p += w
