@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["DispatchRun"]
+__all__ = ["DispatchRun", "dispatcher_busy"]
+
+
+def dispatcher_busy(what: str) -> RuntimeError:
+    """What both twins' ``Dispatcher`` raise for a call that would change (or share) what a run or
+    a nap on another thread is using: one run at a time, bindings change between runs, and the
+    hand-off words (``set_signals``, ``set_wake``) also wait out a nap. (The store makes these calls
+    under its dispatch lock, which serialises them; only a caller of the kernel itself meets this.)"""
+    return RuntimeError(f"the Dispatcher is in a {what} on another thread: wait for it to end")
 
 
 class DispatchRun(NamedTuple):

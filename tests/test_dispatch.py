@@ -25,6 +25,8 @@ from rmqcore.layout import (
     C_STORE_TIMESTAMP,
     C_TOPIC_LEN,
     C_TOPIC_POS,
+    HINT_CAPACITY,
+    HINT_FIELDS,
     NCOLUMNS,
     ST_BAD_CRC,
     ST_BAD_MAGIC,
@@ -1031,3 +1033,128 @@ def test_publish_dispatches_what_is_appended_at_its_armed_position_as_run_would(
     assert d3.publish(buf, F, 0, ends[3]) == -1
     assert d3.disarm() == (F, 0, -1, L.STOP_SEG, 0)
     assert bytes(cq3) == bytes(len(cq3))
+
+
+# --------------------------------------------------------------------------------------------------
+# Python code run during a call, and calls from another thread during a run (crashes found by an audit)
+# --------------------------------------------------------------------------------------------------
+
+
+class _GrowsCodes(int):
+    """A tag code whose comparison (``-2**31 <= c`` tries it first) appends 1000 codes to ``grow``."""
+
+    grow: list[Any] = []
+
+    def __ge__(self, other: Any) -> bool:
+        if len(self.grow) < 100_000:
+            self.grow.extend(range(1000))
+        return int.__ge__(self, other)
+
+
+class _CodesLie:
+    """Codes whose ``len`` says none while iterating and ``in`` see 200,000 (tag code 0 among them)."""
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Any:
+        return iter(range(200_000))
+
+    def __contains__(self, x: int) -> bool:
+        return 0 <= x < 200_000
+
+
+def test_select_units_with_codes_that_change_or_lie_answers_as_the_pure_twin() -> None:
+    """``codes`` is read once, through a tuple (the native twin sized its scratch by ``len`` and
+    then wrote every item iteration gave: a list grown by an item's comparison, or a ``len`` that
+    says too few, overran it)."""
+    buf = bytes(20 * 4)  # 4 units, tag code 0
+    results = []
+    for k in kernels():
+        grown: list[Any] = []
+        _GrowsCodes.grow = grown
+        grown.append(_GrowsCodes(7))
+        got = []
+        for codes in (grown, _CodesLie()):
+            status, consumed, count, packed = k.select_units(buf, 0, 4, 0, 32, 1 << 20, codes, 0, 1 << 40,
+                                                             1 << 30, 1 << 20, 32, 1 << 20, 32)
+            got.append((status, consumed, count, np.frombuffer(packed, dtype=np.int64).tolist()))
+        results.append(got)
+    assert results[0] == results[-1]
+    assert [g[2] for g in results[0]] == [0, 4]  # 7 matches none; the liar's 0 matches all four
+
+
+def test_a_dispatcher_refuses_to_change_what_a_run_or_a_nap_uses(dsp: Any) -> None:
+    """While a run (or a nap) is in progress on another thread, without the GIL in the native
+    twin, the calls that would change what it reads (the hint ring, the bound queues and index,
+    the notify buffer; the hand-off words during a nap too) and a second run raise RuntimeError
+    instead of pulling buffers from under it (set_hints(None, None) made the native run read a
+    NULL head); the run ends as it would have, and the calls work again after it."""
+    import os
+    import threading
+    import time
+
+    d = dsp.Dispatcher()
+    ring = np.full((HINT_CAPACITY, HINT_FIELDS), -1, dtype=np.int64)
+    head = np.zeros(1, dtype=np.int64)
+    request, wanted = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    d.set_hints(ring, head)
+    d.set_signals(request, wanted)
+    d.live_nap(1_000_000, 30_000_000_000)  # caught up: naps of 1 ms, for up to 30 s in a row
+    buf, live = bytearray(8192), np.zeros(1, dtype=np.int64)
+    seg, seg_out = np.zeros(10, dtype=np.int64), np.zeros((4, 16), dtype=np.int64)
+    cq = bytearray(20 * 16)
+    refused: list[str] = []
+
+    def busy(call: Any) -> bool:
+        try:
+            call()
+        except RuntimeError as e:
+            refused.append(str(e))
+            return True
+        return False
+
+    def during_the_run() -> None:
+        deadline = time.monotonic() + 20
+        while not busy(lambda: d.set_hints(ring, head)) and time.monotonic() < deadline:
+            time.sleep(0.001)  # not in the run yet: the same ring again changes nothing
+        busy(lambda: d.set_hints(None, None))
+        busy(lambda: d.bind_queue(b"T", 0, cq, 0, 0, 0))
+        busy(lambda: d.bind_index(None, 1, 1))
+        busy(lambda: d.set_notify(None))
+        busy(d.release)
+        busy(lambda: d.run(bytes(64), 0, 0, 64, False, False, 0, seg, seg_out))
+        wanted[0] = 1  # someone wants the store: the run returns instead of napping on
+
+    t = threading.Thread(target=during_the_run)
+    t.start()
+    r = d.run(buf, 0, 0, 0, False, False, 0, seg, seg_out, live, 8192)
+    t.join()
+    assert tuple(r)[:4] == (0, 0, ST_END, 0) and len(refused) == 7
+    assert all("in a run on another thread" in m for m in refused)
+    wanted[0] = 0
+    assert d.bind_queue(b"T", 0, cq, 0, 0, 0) == 0  # after the run: as ever
+    d.set_hints(None, None)
+
+    rfd, wfd = os.pipe()
+    try:
+        refused.clear()
+
+        def during_the_nap() -> None:
+            deadline = time.monotonic() + 20
+            while not busy(lambda: d.set_signals(request, wanted)) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            busy(lambda: d.set_wake(None))
+            assert d.bind_queue(b"T", 1, cq, 0, 0, 0) == 1  # a nap uses no binding: a run may bind meanwhile
+            os.write(wfd, b"x")  # the nap ends
+
+        t = threading.Thread(target=during_the_nap)
+        t.start()
+        d.nap(20.0, rfd)
+        t.join()
+        assert len(refused) == 2 and all("in a nap on another thread" in m for m in refused)
+        d.set_signals(None, None)
+    finally:
+        os.close(rfd)
+        os.close(wfd)
+    d.release()

@@ -20,7 +20,7 @@ from ._core cimport rmq_capi_import
 
 rmq_capi_import()  # the C core's functions (csrc/rmq_capi.h), before any call
 
-from ..kernel_results import DispatchRun
+from ..kernel_results import DispatchRun, dispatcher_busy
 from ..layout import (D_FLAGS, D_KEYS_COUNT, D_KEYS_START, D_TAGS_CODE, DF_BAD_UTF8, DF_SCHEDULE, DISPATCH_ROWS,
                       HINT_CAPACITY, HINT_FIELDS, MIN_RECORD_SIZE, NCOLUMNS, SELECT_FOUND, SELECT_NO_MATCH,
                       SELECT_REMOVING, SPECIAL_FLAGS, SPECIAL_KEYS, SPECIAL_QUEUE_POS, ST_BAD_CRC,
@@ -342,12 +342,14 @@ def select_units(buf, int64_t pos, int64_t n, int64_t offset, int64_t max_msgs, 
     cdef int64_t *out
     cdef PyThreadState *ts
     if filt:
+        # a tuple: what its items' comparisons run (an int subclass's __ge__) cannot change its length
+        codes = tuple(codes)
         cs = <int32_t *>malloc((len(codes) + 1) * sizeof(int32_t))
         if cs == NULL:
             raise MemoryError()
     try:
         if filt:
-            for c in codes:
+            for c in <tuple>codes:
                 if -2**31 <= c < 2**31:  # no int32 equals any other
                     cs[ncs] = <int32_t>c
                     ncs += 1

@@ -64,6 +64,10 @@ cdef class Dispatcher:
     cdef int64_t *_disp
     cdef int64_t *_keys
     cdef readonly int64_t hinted  # records dispatched from hints, in all
+    # a run (or a publish) and a nap in progress: they use the scratch, the bindings and the
+    # hand-off words without the GIL, so nothing else may change them meanwhile (_idle)
+    cdef int _running
+    cdef int _napping
 
     def __cinit__(self):
         memset(&self._q, 0, sizeof(_Queues))
@@ -91,6 +95,14 @@ cdef class Dispatcher:
         free(self._disp)
         free(self._keys)
 
+    cdef int _idle(self, bint nap_too) except -1:
+        """Raise unless no run (nor, with ``nap_too``, a nap) is in progress on another thread."""
+        if self._running:
+            raise dispatcher_busy("run")
+        if nap_too and self._napping:
+            raise dispatcher_busy("nap")
+        return 0
+
     # -- bindings (with the GIL; the store calls these under its dispatch lock) --------------------
     def bind_queue(self, bytes topic not None, int64_t queue_id, buffer, int64_t file_from, int64_t wrote,
                    int64_t max_phys, int64_t notify_pos=-1):
@@ -100,6 +112,7 @@ cdef class Dispatcher:
         ``buffer`` None unbinds it. Returns the slot number."""
         if notify_pos != -1 and (notify_pos < 0 or notify_pos % 8):
             raise ValueError(f"notify position {notify_pos} is not a wake slot")
+        self._idle(False)
         cdef int64_t s = _q_slot(&self._q, topic, queue_id)
         _q_bind(&self._q, s, buffer, file_from, wrote, max_phys, notify_pos)
         return s
@@ -107,16 +120,19 @@ cdef class Dispatcher:
     def set_notify(self, buffer):
         """Announce units in ``buffer`` (the notify file's writable map; None: nowhere): after each
         run of records, the wake slot of every queue that got units is bumped (csrc/rmq_notify.h)."""
+        self._idle(False)
         _q_set_notify(&self._q, buffer)
 
     def set_wake(self, wake):
         """Nap on ``wake`` (uint32[2], the wake slot the writer's ``Appender.set_wake`` pokes; None:
         plain sleeps): a live run caught up with the writer, and ``nap`` between runs, sleep until
         the writer publishes more (or the nap's time passes), instead of for the whole time."""
+        self._idle(True)
         _h_wake(&self._h, wake)
 
     def bind_index(self, buffer, int64_t slot_count, int64_t max_entries):
         """Bind the last (writable) index file, or None for none."""
+        self._idle(False)
         _ix_bind(&self._ix, buffer, slot_count, max_entries)
 
     def set_signals(self, request, wanted):
@@ -137,12 +153,14 @@ cdef class Dispatcher:
         for the reput thread to stop (close). A live run that has caught up with the writer naps
         without the GIL (``live_nap``) for the writer to go on, and returns instead when this is
         nonzero; ``nap`` does not sleep then."""
+        self._idle(True)
         _h_signals(&self._h, request, wanted)
 
     def set_hints(self, ring, head):
         """Read the dispatch hints of the writer's ``Appender`` (its ``hints`` ring and ``hint_head``
         word; None, None: none). A run without CRC checks takes each record it has a hint for from
         the hint, checked against the record's header, instead of parsing it (csrc/rmq_hints.h)."""
+        self._idle(False)
         _hints_set(&self._hints, ring, head)
 
     def live_nap(self, int64_t nap_ns, int64_t max_idle_ns):
@@ -160,10 +178,16 @@ cdef class Dispatcher:
         5 ms switch interval. With a wake slot (``set_wake``) and ``live`` (the appender's int64[1]
         end, ``seen`` where dispatch stands), the nap waits on the slot instead and ends as soon as
         the writer publishes past ``seen`` (the store's close pokes the slot too)."""
-        _h_nap(&self._h, seconds, wake_fd, live, seen)
+        self._idle(True)  # (two naps would share the hand-off words too)
+        self._napping = 1
+        try:
+            _h_nap(&self._h, seconds, wake_fd, live, seen)
+        finally:
+            self._napping = 0
 
     def release(self):
         """Let go of every bound buffer (before any of them is unmapped)."""
+        self._idle(False)
         _q_release(&self._q)
         _ix_release(&self._ix)
 
@@ -239,6 +263,7 @@ cdef class Dispatcher:
             return 0 if file_from + end <= p.pos else -1
         if pos < 0 or end < pos or end > n:
             raise ValueError(f"range [{pos}, {end}) outside a buffer of {n} bytes")
+        self._idle(False)  # (a publish is a run of the records appended, with the GIL held)
         # room for every entry the records may make: one at most per record, and per interval bytes
         interval = p.seg[7] if p.seg[7] > RMQ_MIN_RECORD_SIZE else RMQ_MIN_RECORD_SIZE
         if p.seg[9] != 0 and p.nseg + (end - pos) // interval + 1 > p.seg_cap:
@@ -268,6 +293,8 @@ cdef class Dispatcher:
         cdef Py_buffer bv, sv, ov, lv
         cdef int held = 0
         cdef _RunOut o
+        self._idle(False)
+        self._running = 1
         try:
             _get_buffer(buf, &bv, PyBUF_SIMPLE)
             held = 1
@@ -285,6 +312,7 @@ cdef class Dispatcher:
             return tuple.__new__(DispatchRun,
                                  (o.done, o.at, o.status, o.stop, o.a, o.b, o.c, o.d, o.max_ts, o.nseg))
         finally:
+            self._running = 0
             if held >= 4:
                 PyBuffer_Release(&lv)
             if held >= 3:

@@ -29,18 +29,18 @@ from typing import Any
 
 import numpy as np
 
-from ..kernel_results import DispatchRun
+from ..kernel_results import DispatchRun, dispatcher_busy
 from ..layout import (
     CQ_UNIT_FIELDS, CQ_UNIT_SIZE, C_POSITION, C_PROPERTIES_LEN, C_PROPERTIES_POS, C_QUEUE_ID, C_QUEUE_OFFSET,
     C_SIZE, C_STORE_TIMESTAMP, C_SYS_FLAG, C_TOPIC_LEN, C_TOPIC_POS, D_FLAGS, D_KEYS_COUNT, D_KEYS_START,
-    D_TAGS_CODE, DF_BAD_UTF8, DF_SCHEDULE, DISPATCH_ROWS, H_SEQ, HINT_CAPACITY, HINT_FIELDS, MAGIC_V1,
-    MAGIC_V2, MIN_RECORD_SIZE, NCOLUMNS, SELECT_FOUND, SELECT_NO_MATCH, SELECT_REMOVING, SPECIAL_FLAGS,
-    SPECIAL_KEYS, SPECIAL_QUEUE_POS, ST_END, ST_MSG, STOP_INDEX, STOP_NONE, STOP_QUEUE, STOP_SEG,
-    STOP_SPECIAL, TRANSACTION_MASK,
+    D_TAGS_CODE, DF_BAD_UTF8, DF_SCHEDULE, DISPATCH_ROWS, HINT_CAPACITY, HINT_FIELDS, MIN_RECORD_SIZE,
+    NCOLUMNS, SELECT_FOUND, SELECT_NO_MATCH, SELECT_REMOVING, SPECIAL_FLAGS, SPECIAL_KEYS, SPECIAL_QUEUE_POS,
+    ST_END, ST_MSG, STOP_INDEX, STOP_NONE, STOP_QUEUE, STOP_SEG, STOP_SPECIAL,
 )
 from ..wire import SCHEDULE_TOPIC
 from . import codec as _codec
 from . import notify as _notify
+from ._dispatch_hints import dispatch_hinted
 from .hashing import index_key_hash, java_string_hash
 
 __all__ = [
@@ -50,7 +50,6 @@ __all__ = [
 ]
 
 _SCHEDULE_TOPIC = SCHEDULE_TOPIC.encode("ascii")
-_CHUNK = 256  # records decoded per codec.decode_batch call (bounds the scratch array)
 
 
 def _array_shape(a: Any, ndim: int, name: str, writable: bool = True, contiguous: bool = False) -> tuple[int, ...]:
@@ -345,6 +344,16 @@ class Dispatcher:
         # publish-on-put (arm): [file_from, pos, index_on, seg, seg_out, nseg, max_ts, stop, arg, declined]
         self._pub: list[Any] | None = None
         self._pub_lock = threading.Lock()  # publish, arm, disarm one at a time (this twin lets the GIL go)
+        # a run and a nap in progress: nothing else may change what they use meanwhile (_idle)
+        self._running = False
+        self._napping = False
+
+    def _idle(self, nap_too: bool) -> None:
+        """Raise unless no run (nor, with ``nap_too``, a nap) is in progress on another thread."""
+        if self._running:
+            raise dispatcher_busy("run")
+        if nap_too and self._napping:
+            raise dispatcher_busy("nap")
 
     def set_signals(self, request: Any, wanted: Any) -> None:
         """Share two int64[1] words with the threads around a live run (either may be None):
@@ -360,6 +369,7 @@ class Dispatcher:
                 arr = np.asarray(a)
                 if arr.dtype.itemsize != 8 or arr.size < 1 or (writable and not arr.flags.writeable):
                     raise ValueError(f"{name} must be an aligned{', writable' if writable else ''} int64[1]")
+        self._idle(True)
         self._gil_req, self._wanted = request, wanted
 
     @property
@@ -378,59 +388,8 @@ class Dispatcher:
                 raise ValueError(f"ring must be int64[{HINT_CAPACITY}, {HINT_FIELDS}]")
             if _array_shape(head, 1, "head", writable=False, contiguous=True)[0] < 1:
                 raise ValueError("head must be an aligned int64[1]")
+        self._idle(False)
         self._ring, self._head, self._hint_at = ring, head, 0
-
-    def _hinted(self, buf: Any, file_from: int, pos: int, limit: int, cols: Any, disp: Any,
-                keys: Any, cap: int) -> tuple[int, int, int, int, int]:
-        """``(count, end_pos, nkeys, next_hint, first)``: the records from ``pos`` that hints describe,
-        into the columns and rows dispatch_batch fills, and the number of the first one's hint
-        (rmq_dispatch_hinted in csrc/rmq_dispatch.c)."""
-        ring, head, r = self._ring, int(self._head[0]), self._hint_at
-        n = nk = 0
-        first = -1
-        next_hint = -1
-        if head - r > HINT_CAPACITY:  # overwritten since: the oldest hint still there
-            r = head - HINT_CAPACITY
-        while n < cap and r < head:
-            e = ring[r & (HINT_CAPACITY - 1)]
-            s1 = int(e[H_SEQ])
-            if s1 != r:  # -1: invalidated (skip it); newer: hints r .. s1 - capacity were overwritten
-                r = max(r + 1, s1 - HINT_CAPACITY + 1)  # only forward, whatever the ring holds
-                continue
-            phys, sz, q, qoff, ts, tags, key = (int(x) for x in e[1:])
-            if int(e[H_SEQ]) != s1:
-                break  # overwritten while read
-            at = file_from + pos
-            if phys < at:  # a record dispatched already
-                r += 1
-                continue
-            if phys > at:  # the record at pos has no hint
-                next_hint = phys
-                break
-            size, nkr, tlen = sz & 0xFFFFFFFF, (sz >> 32) & 0xFF, (sz >> 40) & 0xFFFF
-            qid, trel = q & 0xFFFFFFFF, q >> 32
-            if size < MIN_RECORD_SIZE or size > limit - pos or trel + tlen > size or nkr > 1:
-                next_hint = at  # not a hint this reader can use: parse this one record
-                break
-            h_size, magic, _crc, h_qid, _flag, h_qoff, h_phys, sysf, _born = _codec._HEAD.unpack_from(buf, pos)
-            if (h_size != size or magic not in (MAGIC_V1, MAGIC_V2) or h_qid != qid or h_qoff != qoff
-                    or h_phys != phys or sysf & TRANSACTION_MASK):
-                next_hint = at  # not the record this hint describes: parse this one record
-                break
-            cols[C_POSITION, n], cols[C_SIZE, n], cols[C_SYS_FLAG, n] = pos, size, sysf
-            cols[C_QUEUE_ID, n], cols[C_QUEUE_OFFSET, n], cols[C_STORE_TIMESTAMP, n] = qid, qoff, ts
-            cols[C_TOPIC_POS, n], cols[C_TOPIC_LEN, n] = pos + trel, tlen
-            disp[D_TAGS_CODE, n], disp[D_FLAGS, n], disp[D_KEYS_START, n], disp[D_KEYS_COUNT, n] = tags, 0, nk, nkr
-            if nkr:
-                keys[nk] = key
-                nk += 1
-            if n == 0:
-                first = r
-            n += 1
-            pos += size
-            r += 1
-        self._hint_at = r
-        return n, pos, nk, next_hint, first if first >= 0 else r
 
     def live_nap(self, nap_ns: int, max_idle_ns: int) -> None:
         """Naps of ``nap_ns`` for at most ``max_idle_ns`` in a row while a live run waits for the
@@ -447,6 +406,7 @@ class Dispatcher:
             a = np.asarray(wake)
             if a.dtype != np.uint32 or a.shape != (2,) or not a.flags.writeable or not a.flags.c_contiguous:
                 raise ValueError("wake must be a writable uint32[2]")
+        self._idle(True)
         self._wake = wake
 
     def nap(self, seconds: float, wake_fd: int = -1, live: Any = None, seen: int = -1) -> None:
@@ -457,6 +417,14 @@ class Dispatcher:
         ends as soon as the writer publishes past ``seen`` (the store's close pokes the slot too)."""
         if not seconds >= 0:
             raise ValueError(f"nap of {seconds} s")
+        self._idle(True)  # (two naps would share the hand-off words too)
+        self._napping = True
+        try:
+            self._nap_once(seconds, wake_fd, live, seen)
+        finally:
+            self._napping = False
+
+    def _nap_once(self, seconds: float, wake_fd: int, live: Any, seen: int) -> None:
         w = self._wake
         if live is not None:
             _array_shape(live, 1, "live", writable=False, contiguous=True)
@@ -483,6 +451,7 @@ class Dispatcher:
         ``buffer`` None unbinds it. Returns the slot number."""
         if notify_pos != -1 and (notify_pos < 0 or notify_pos % 8):
             raise ValueError(f"notify position {notify_pos} is not a wake slot")
+        self._idle(False)
         key = (bytes(topic), int(queue_id))
         if key not in self._slots:
             self._slots[key] = [None, 0, 0, 0, 0, False, -1, False]
@@ -507,6 +476,7 @@ class Dispatcher:
             raise TypeError("the notify buffer must be writable")
         if buffer is not None and np.frombuffer(buffer, dtype=np.uint8).ctypes.data % 8:
             raise ValueError("the notify buffer must be 8-aligned")  # as the native twin's 64-bit bumps need
+        self._idle(False)
         self._notify = buffer
 
     def _announce(self) -> None:
@@ -520,6 +490,7 @@ class Dispatcher:
         self._pend = []
 
     def bind_index(self, buffer: Any, slot_count: int, max_entries: int) -> None:
+        self._idle(False)
         self._idx = None
         if buffer is None:
             return
@@ -530,6 +501,7 @@ class Dispatcher:
         self._idx, self._geom = buffer, (int(slot_count), int(max_entries))
 
     def release(self) -> None:
+        self._idle(False)
         for sl in self._slots.values():
             sl[0] = None
         self._idx = None
@@ -609,6 +581,7 @@ class Dispatcher:
             g = file_from + pos
             if g != p[1]:
                 return 0 if file_from + end <= p[1] else -1
+            self._idle(False)
             seg, seg_out = p[3], p[4]
             # room for every entry the records may make: one at most per record, and per interval bytes
             if seg[9] and p[5] + (end - pos) // max(int(seg[7]), MIN_RECORD_SIZE) + 1 > seg_out.shape[1]:
@@ -630,8 +603,13 @@ class Dispatcher:
 
     def run(self, buf: Any, file_from: int, pos: int, limit: int, verify_crc: bool, index_on: bool,
             first_key: int, seg: Any, seg_out: Any, live: Any = None, live_cap: int = 0) -> tuple[int, ...]:
-        return self._run(buf, file_from, pos, limit, verify_crc, index_on, first_key, seg, seg_out, live,
-                         live_cap, 0)
+        self._idle(False)
+        self._running = True
+        try:
+            return self._run(buf, file_from, pos, limit, verify_crc, index_on, first_key, seg, seg_out, live,
+                             live_cap, 0)
+        finally:
+            self._running = False
 
     def _run(self, buf: Any, file_from: int, pos: int, limit: int, verify_crc: bool, index_on: bool,
              first_key: int, seg: Any, seg_out: Any, live: Any, live_cap: int, nseg0: int) -> DispatchRun:
@@ -675,8 +653,9 @@ class Dispatcher:
             cnt, parse_cap, hint_from, from_hints = 0, _CHUNK, self._hint_at, 0
             if self._ring is not None and not verify_crc:  # records the writer left hints for need no parsing
                 # a stop looks again from the first record's hint (hint_from), not the hints before it
-                cnt, end_pos, _nk, next_hint, hint_from = self._hinted(buf, file_from, at, limit, cols, disp, keys,
-                                                                       self._hint_cap)
+                cnt, end_pos, _nk, next_hint, hint_from, self._hint_at = dispatch_hinted(
+                    self._ring, int(self._head[0]), self._hint_at, buf, file_from, at, limit, cols, disp,
+                    keys, self._hint_cap)
                 if cnt > 0:
                     st = ST_MSG
                     from_hints = 1
