@@ -199,3 +199,29 @@ def test_empty_allocator(ac: Any) -> None:
         ac.gather(data, pos, ln, empty=lambda n, dt: np.empty(n + 1, dtype=dt))
     with pytest.raises(ValueError):
         ac.gather(data, pos, ln, empty=lambda n, dt: np.empty(n, dtype=np.int64))
+
+
+class _ShapeLies(np.ndarray):
+    """An array whose ``shape`` attribute says what ``said`` holds, whatever its buffer is."""
+
+    said: Any = None
+
+    @property  # type: ignore[misc]
+    def shape(self) -> Any:
+        return self.said
+
+
+def test_an_allocator_whose_array_lies_about_its_shape_is_refused(ac: Any) -> None:
+    """The kernels write through the buffer the allocator's array exports: one of 1 item that says
+    it has n is a ValueError (the native twin wrote n items into it: a heap overflow), in both."""
+    data, pos, ln = _concat(CASES)
+
+    def empty(n: int, dtype: Any) -> np.ndarray:
+        a = np.zeros(1, dtype=dtype).view(_ShapeLies)
+        a.said = (n,)
+        return a
+
+    for f, args in (("gather", (pos, ln)), ("gather_utf8", (pos, ln)), ("split_properties", (pos, ln)),
+                    ("format_hosts", ([0], [1], [0], V6)), ("message_ids", ([0], [1], [0], V6, [7]))):
+        with pytest.raises(ValueError):
+            getattr(ac, f)(data, *args, empty=empty)

@@ -1486,3 +1486,25 @@ def test_batch_lists_emptied_during_the_call_do_as_the_pure_twin(victim, via):
             assert i.codec.scan_records(buf, 0, r[1][1], True)[:3] == (ST_END, r[1][1], 300)
         results.append(r)
     assert len(set(results)) == 1, results
+
+
+class _RowsLie(np.ndarray):
+    """An array whose ``shape`` attribute says (NCOLUMNS, its columns), whatever its buffer is."""
+
+    @property  # type: ignore[misc]
+    def shape(self) -> Any:
+        return (NCOLUMNS, np.asarray(self).shape[1])
+
+
+def test_decode_batch_into_an_array_that_lies_about_its_rows_is_refused(impl):
+    """``out`` is checked as the buffer it exports (the native twin checked the ``shape`` attribute
+    and wrote NCOLUMNS rows into a 1-row buffer: a heap overflow): ValueError, nothing written."""
+    buf = bytearray(4096)
+    end = 0
+    for i in range(8):
+        fields = msg(body=b"b%d" % i)
+        end += impl.codec.encode_record(buf, end, len(buf) - end, *[fields[k] for k in ENCODE_ORDER])
+    out = np.full((1, 8), -7, dtype=np.int64).view(_RowsLie)
+    with pytest.raises(ValueError):
+        impl.codec.decode_batch(bytes(buf), 0, end, out, True)
+    assert (np.asarray(out) == -7).all()

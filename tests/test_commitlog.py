@@ -729,3 +729,54 @@ def test_put_is_declared_by_the_class_and_is_the_appender_put(tmp_path: Path, im
         assert ro.max_offset == r.size
     with pytest.raises(StoreClosedError):
         ro.put("T", b"y", 0)
+
+
+@pytest.mark.parametrize("call", ["put", "put_batch"])
+def test_an_append_whose_clock_unbinds_the_file_raises_and_writes_nothing(impl, call) -> None:
+    """Python code an append runs (here the store clock) may unbind the appender's file and close
+    its map: the append says so (StoreClosedError) instead of writing through its old pointer (the
+    native twin wrote into the unmapped address: a segfault)."""
+    import mmap
+
+    from rmqcore.putrules import PutRules
+
+    size = 1 << 20
+
+    class File:  # what the appender reads of a MappedFile
+        def __init__(self) -> None:
+            self.mm = mmap.mmap(-1, size)
+            self.file_from_offset = 0
+            self.wrote_position = 0
+
+    class Files:  # a FileRoller that has one file
+        prepare_at = 1 << 62
+
+        def __init__(self) -> None:
+            self.mf = File()
+
+        def roll(self, full: object) -> File:
+            return self.mf
+
+        def prepare_next(self) -> None:
+            pass
+
+    files = Files()
+    armed = False
+
+    def clock() -> int:
+        if armed:
+            app.set_file(None)
+            files.mf.mm.close()
+        return 1_700_000_000_000
+
+    app = impl.appender.Appender(files, PutRules(4), size, bytes([127, 0, 0, 1]), 10911, size, clock, 4)
+    first = app.put("T", b"x" * 100)
+    assert files.mf.wrote_position == first.size
+    armed = True
+    with pytest.raises(StoreClosedError, match="unbound during the append"):
+        if call == "put":
+            app.put("T", b"y" * 100)
+        else:
+            app.put_batch(b"T", "T", 0, [b"y" * 100] * 3, [b""] * 3, None, 0, None, bytes([127, 0, 0, 1]), 1,
+                          bytes([127, 0, 0, 1]), 10911)
+    assert files.mf.wrote_position == first.size

@@ -517,8 +517,16 @@ cdef class Appender:
             self._files.prepare_next()
         return mf
 
+    cdef inline int _still_bound(self, object mf) except -1:
+        """``mf`` is still the bound file, its map exported: Python code the append ran (the
+        clock, the roller) may have unbound it (``set_file``), and its map may be closed since."""
+        if not self._has_view or mf is not self._mf:
+            raise StoreClosedError("the CommitLog's file was unbound during the append")
+        return 0
+
     cdef object _roll_over(self, object mf):
         """End the bound file ``mf`` with a BLANK at the write position; the file to write into next."""
+        self._still_bound(mf)
         rmq_encode_blank(<unsigned char *>self._view.buf + self._pos, <int32_t>(self.file_size - self._pos))
         self._pos = self.file_size
         self._set_wrote(mf, self.file_size)
@@ -672,10 +680,12 @@ cdef class Appender:
                     pos = self._pos
                     if size + BLANK_SIZE > self.file_size - pos:
                         raise MessageTooLargeError(f"a record of {size} bytes does not fit after a roll")
+                self._still_bound(mf)
                 m.physical_offset = self._from + pos
                 rmq_encode_record(<unsigned char *>self._view.buf + pos, &m, size, crc)
                 self._pos = pos + size
                 self._set_wrote(mf, self._pos)
+                self._still_bound(mf)  # (a wrote_position setter is Python code too)
                 if hint:  # after the record, before its end is published (rmq_hints.h)
                     rmq_hint_put(self._ring, self._nhints, self._from + pos, size, h_nk, m.topic_len, m.queue_id,
                                  size - 2 - m.props_len - m.topic_len, qoff, ts, h_tags, h_key)
@@ -727,6 +737,7 @@ cdef class Appender:
             qoff = qt.get(queue_id)
             bts = ts if born_timestamp is None else born_timestamp
             while True:
+                self._still_bound(mf)
                 pos = self._pos
                 cnt, total = _codec.encode_batch(
                     mf.mm, pos, self.file_size - pos, topic_bytes, queue_id, qoff, self._from + pos,
@@ -742,6 +753,7 @@ cdef class Appender:
                 mf = self._roll_over(mf)
             self._pos = pos + total
             self._set_wrote(mf, self._pos)
+            self._still_bound(mf)  # before the bound map is read (encode_batch wrote through its own export)
             nh = _batch_hints(self._ring, self._nhints, <const unsigned char *>self._view.buf, pos,
                               self._from, topic, topic_bytes, properties, sys_flag, queue_id, qoff, ts, sizes,
                               cnt)

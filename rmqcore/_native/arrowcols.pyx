@@ -67,6 +67,10 @@ def _new(empty, n, dtype):
     a = empty(n, dtype)
     if a.dtype != dtype or a.shape != (n,):
         raise ValueError(f"empty({n}, {dtype}) returned {a.dtype} {a.shape}")
+    m = memoryview(a)  # what the kernels write through, whatever its attributes say
+    if (m.ndim != 1 or m.shape[0] != n or m.itemsize != np.dtype(dtype).itemsize or not m.c_contiguous
+            or m.readonly):
+        raise ValueError(f"empty({n}, {dtype}) returned a buffer of shape {m.shape}")
     return a
 cdef unsigned char _EMPTY = 0
 cdef int64_t _ZERO64 = 0

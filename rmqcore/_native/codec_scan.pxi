@@ -104,6 +104,8 @@ def decode_batch(const unsigned char[::1] buf, pos, limit, out, verify_crc):
         if n:
             out[:, :n] = tmp[:, :n]
         return n, end, status
+    if o.shape[0] != NCOLUMNS:  # the buffer itself (an ndarray subclass's shape attribute may say otherwise)
+        raise ValueError(f"out must be a 2-D array with {NCOLUMNS} rows")
     cap = o.shape[1]
     if cap == 0:
         return 0, p, RMQ_ST_MSG

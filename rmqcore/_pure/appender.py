@@ -421,9 +421,16 @@ class Appender:
             self._files.prepare_next()
         return mf
 
+    def _still_bound(self, mf: Any) -> None:
+        """``mf`` is still the bound file: Python code the append ran (the clock, the roller) may
+        have unbound it (``set_file``), and its map may be closed since."""
+        if mf is not self._mf:
+            raise StoreClosedError("the CommitLog's file was unbound during the append")
+
     def _roll_over(self, mf: Any, pos: int, need: int, what: str) -> Any:
         """``need`` bytes do not fit after ``pos`` in ``mf``: end it with a BLANK there; the file to
         write into next (MessageTooLargeError when they would not fit in an empty file either)."""
+        self._still_bound(mf)
         if pos == 0 or need + BLANK_SIZE > self.file_size:
             raise MessageTooLargeError(f"{what} of {need} bytes does not fit in a {self.file_size}-byte file")
         codec.encode_blank(mf.mm, pos, self.file_size - pos)
@@ -485,6 +492,7 @@ class Appender:
             qoff = 0 if no_queue else self._queues.get(key, 0)
             bts = ts if born_timestamp is None else born_timestamp
             while True:
+                self._still_bound(mf)
                 pos = mf.wrote_position
                 n = codec.encode_record(
                     mf.mm, pos, self.file_size - pos, tb, queue_id, flag, qoff, mf.file_from_offset + pos,
@@ -495,6 +503,7 @@ class Appender:
                     break
                 mf = self._roll_over(mf, pos, -n, "a record")
             mf.wrote_position = pos + n
+            self._still_bound(mf)  # (a wrote_position setter is Python code too)
             if hint is not None:  # after the record, before its end is published (rmq_hints.h)
                 plen = len(pb) if pb else 0
                 self._put_hint(mf.file_from_offset + pos, n, hint[2], len(tb), queue_id, n - 2 - plen - len(tb),
@@ -538,6 +547,7 @@ class Appender:
             qoff = self._queues.get(key, 0)
             bts = ts if born_timestamp is None else born_timestamp
             while True:
+                self._still_bound(mf)
                 pos = mf.wrote_position
                 cnt, total = codec.encode_batch(
                     mf.mm, pos, self.file_size - pos, topic_bytes, queue_id, qoff, mf.file_from_offset + pos,
@@ -548,6 +558,7 @@ class Appender:
                     break
                 mf = self._roll_over(mf, pos, -total, "a batch")
             mf.wrote_position = pos + total
+            self._still_bound(mf)
             # after the records, before their end is published (rmq_hints.h)
             self._batch_hints(mf.mm, pos, mf.file_from_offset, topic, topic_bytes, properties, sys_flag,
                               queue_id, qoff, ts, sizes, cnt)

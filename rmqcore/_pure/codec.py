@@ -421,6 +421,16 @@ def decode_messages(buf: Any, base: int, positions: Any, limit: int, verify_crc:
     return out, len(out)
 
 
+def _exported_rows(out: Any) -> int | None:
+    """The first dimension of the buffer ``out`` exports (None: no buffer), whatever an array
+    subclass's ``shape`` attribute says."""
+    try:
+        with memoryview(out) as m:
+            return m.shape[0] if m.shape else 0
+    except TypeError:
+        return None
+
+
 def decode_batch(buf: Any, pos: int, limit: int, out: Any, verify_crc: bool) -> tuple[int, int, int]:
     """Decode consecutive records from ``pos`` into the columns of ``out`` (int64, shape
     ``(NCOLUMNS, capacity)``, C-contiguous; row order = ``layout.COLUMNS``) without Python objects
@@ -429,6 +439,8 @@ def decode_batch(buf: Any, pos: int, limit: int, out: Any, verify_crc: bool) -> 
     """
     _check_range(buf, pos, limit)
     if getattr(out, "ndim", 0) != 2 or out.shape[0] != NCOLUMNS:
+        raise ValueError(f"out must be a 2-D array with {NCOLUMNS} rows")
+    if _exported_rows(out) not in (None, NCOLUMNS):  # the buffer itself, as the native twin exports it
         raise ValueError(f"out must be a 2-D array with {NCOLUMNS} rows")
     cap = out.shape[1]
     n = 0
