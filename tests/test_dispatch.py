@@ -1085,11 +1085,12 @@ def test_select_units_with_codes_that_change_or_lie_answers_as_the_pure_twin() -
 
 
 def test_a_dispatcher_refuses_to_change_what_a_run_or_a_nap_uses(dsp: Any) -> None:
-    """While a run (or a nap) is in progress on another thread, without the GIL in the native
-    twin, the calls that would change what it reads (the hint ring, the bound queues and index,
-    the notify buffer; the hand-off words during a nap too) and a second run raise RuntimeError
-    instead of pulling buffers from under it (set_hints(None, None) made the native run read a
-    NULL head); the run ends as it would have, and the calls work again after it."""
+    """While a run is in progress on another thread (without the GIL in the native twin), the
+    calls that would change what it reads (the hint ring, the bound queues and index, the notify
+    buffer, the hand-off words) and a second run raise RuntimeError instead of pulling buffers from
+    under it (set_hints(None, None) made the native run read a NULL head); the run ends as it would
+    have, and the calls work again after it. A nap shares only the hand-off words: a second nap
+    and set_signals/set_wake wait for it, a run and its bindings (the store's readers) do not."""
     import os
     import threading
     import time
@@ -1145,14 +1146,17 @@ def test_a_dispatcher_refuses_to_change_what_a_run_or_a_nap_uses(dsp: Any) -> No
             while not busy(lambda: d.set_signals(request, wanted)) and time.monotonic() < deadline:
                 time.sleep(0.001)
             busy(lambda: d.set_wake(None))
-            assert d.bind_queue(b"T", 1, cq, 0, 0, 0) == 1  # a nap uses no binding: a run may bind meanwhile
+            busy(lambda: d.nap(0.0))
+            # a nap uses no binding and no scratch: a run (another thread's dispatch) goes on meanwhile
+            assert d.bind_queue(b"T", 1, cq, 0, 0, 0) == 1
+            assert d.run(bytes(64), 0, 0, 64, False, False, 0, seg, seg_out)[:3] == (0, 0, ST_END)
             os.write(wfd, b"x")  # the nap ends
 
         t = threading.Thread(target=during_the_nap)
         t.start()
         d.nap(20.0, rfd)
         t.join()
-        assert len(refused) == 2 and all("in a nap on another thread" in m for m in refused)
+        assert len(refused) == 3 and all("in a nap on another thread" in m for m in refused)
         d.set_signals(None, None)
     finally:
         os.close(rfd)

@@ -178,7 +178,8 @@ cdef class Dispatcher:
         5 ms switch interval. With a wake slot (``set_wake``) and ``live`` (the appender's int64[1]
         end, ``seen`` where dispatch stands), the nap waits on the slot instead and ends as soon as
         the writer publishes past ``seen`` (the store's close pokes the slot too)."""
-        self._idle(True)  # (two naps would share the hand-off words too)
+        if self._napping:  # two naps would share the hand-off words (a run may go on meanwhile)
+            raise dispatcher_busy("nap")
         self._napping = 1
         try:
             _h_nap(&self._h, seconds, wake_fd, live, seen)

@@ -417,7 +417,8 @@ class Dispatcher:
         ends as soon as the writer publishes past ``seen`` (the store's close pokes the slot too)."""
         if not seconds >= 0:
             raise ValueError(f"nap of {seconds} s")
-        self._idle(True)  # (two naps would share the hand-off words too)
+        if self._napping:  # two naps would share the hand-off words (a run may go on meanwhile)
+            raise dispatcher_busy("nap")
         self._napping = True
         try:
             self._nap_once(seconds, wake_fd, live, seen)
