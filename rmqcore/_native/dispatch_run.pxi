@@ -64,8 +64,8 @@ cdef class Dispatcher:
     cdef int64_t *_disp
     cdef int64_t *_keys
     cdef readonly int64_t hinted  # records dispatched from hints, in all
-    # a run (or a publish) and a nap in progress: they use the scratch, the bindings and the
-    # hand-off words without the GIL, so nothing else may change them meanwhile (_idle)
+    # a run and a nap in progress: they use the scratch, the bindings and the hand-off words
+    # without the GIL, so nothing else may change them meanwhile (_idle; a nap only the words)
     cdef int _running
     cdef int _napping
 
