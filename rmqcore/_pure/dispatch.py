@@ -236,7 +236,7 @@ def select_units(buf: Any, pos: int, n: int, offset: int, max_msgs: int, max_byt
                  mem_bytes: int, mem_count: int) -> tuple[int, int, int, bytes]:
     """The unit loop of DefaultMessageStore.getMessage over the ``n`` consume-queue units at
     ``buf[pos:]`` (20 bytes each: offset, size, tags code, big-endian), the first one at queue
-    offset ``offset``. A unit is taken unless its tags code fails the filter ``codes`` (a set of
+    offset ``offset``. A unit is taken unless its tags code fails the filter ``codes`` (a collection of
     tag hash codes, or None for every message; ext addresses, codes below -2**31, always pass) or
     its record is below ``cl_min`` (removed); the loop stops, once something is taken, at
     ``max_msgs`` messages, or before the bytes would pass ``max_bytes`` or the transfer limits

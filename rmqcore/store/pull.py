@@ -137,8 +137,9 @@ _CAP = 2**62  # the select kernel's arguments are int64: larger limits are the s
 _SEEK_STEP = 64  # records a time seek decodes at a time (the answer is usually a few past its index entry)
 
 
-def _tag_codes(expr: str | None) -> set[int] | None:
-    """SubscriptionData of a tag expression: None means every message ("*" or no filter).
+def _tag_codes(expr: str | None) -> tuple[int, ...] | None:
+    """SubscriptionData of a tag expression: None means every message ("*" or no filter), else
+    the tags' hash codes, each once (a tuple: ``select_units`` reads its codes through one).
 
     Raises:
         ConfigError: ``expr`` is not a str (nor None).
@@ -147,11 +148,17 @@ def _tag_codes(expr: str | None) -> set[int] | None:
         return None
     if not isinstance(expr, str):
         raise ConfigError(f"tag_filter must be a str ('TagA || TagB') or None, not {type(expr).__name__}")
+    return _codes_of(expr)
+
+
+@functools.lru_cache(maxsize=256)
+def _codes_of(expr: str) -> tuple[int, ...] | None:
+    """``_tag_codes`` of a str, made once per expression (a consumer pulls with the same one)."""
     expr = expr.strip()
     if not expr or expr == "*":
         return None
     hashing = _impl.hashing
-    return {hashing.java_string_hash(t.strip()) for t in expr.split("||") if t.strip()}
+    return tuple({hashing.java_string_hash(t.strip()): None for t in expr.split("||") if t.strip()})
 
 
 def store_time_in(cl: CommitLog, physical_offset: int) -> int | None:
