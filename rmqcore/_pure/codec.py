@@ -438,9 +438,9 @@ def decode_batch(buf: Any, pos: int, limit: int, out: Any, verify_crc: bool) -> 
     status of whatever stopped the walk at ``end_pos`` (ST_END, ST_BLANK or an error status).
     """
     _check_range(buf, pos, limit)
-    if getattr(out, "ndim", 0) != 2 or out.shape[0] != NCOLUMNS:
-        raise ValueError(f"out must be a 2-D array with {NCOLUMNS} rows")
-    if _exported_rows(out) not in (None, NCOLUMNS):  # the buffer itself, as the native twin exports it
+    # (the buffer's own rows too: an array subclass's shape attribute may say anything)
+    if (getattr(out, "ndim", 0) != 2 or out.shape[0] != NCOLUMNS
+            or _exported_rows(out) not in (None, NCOLUMNS)):
         raise ValueError(f"out must be a 2-D array with {NCOLUMNS} rows")
     cap = out.shape[1]
     n = 0
