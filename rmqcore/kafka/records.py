@@ -487,14 +487,18 @@ def read_batch(
         ConfigError: ``buf`` is not bytes-like, or the range or magic cannot be a batch of it.
     """
     try:
-        n = memoryview(buf).nbytes
+        mv = memoryview(buf)
     except TypeError:
         raise ConfigError(f"buf must be bytes-like, not {type(buf).__name__}") from None
-    position, size, magic = int_arg(position, "position"), int_arg(size, "size"), int_arg(magic, "magic")
-    if not (0 <= position and 0 <= size and position + size <= n) or magic not in (0, 1, 2):
-        raise ConfigError(
-            f"no batch of magic {magic} at [{position}, {position + size}) of a {n}-byte buffer")
-    data = bytes(buf[position : position + size])
+    with mv:
+        if mv.ndim != 1 or mv.itemsize != 1:  # (a numpy scalar exports a 0-d buffer)
+            raise ConfigError(f"buf must be a 1-D buffer of bytes, not {type(buf).__name__}")
+        n = mv.nbytes
+        position, size, magic = int_arg(position, "position"), int_arg(size, "size"), int_arg(magic, "magic")
+        if not (0 <= position and 0 <= size and position + size <= n) or magic not in (0, 1, 2):
+            raise ConfigError(
+                f"no batch of magic {magic} at [{position}, {position + size}) of a {n}-byte buffer")
+        data = bytes(mv[position : position + size])
     if magic >= 2:
         return DefaultRecordBatch(data, position, impl, path)
     return LegacyRecordBatch(data, position, impl, path)

@@ -255,3 +255,16 @@ def test_varlong_round_trips_and_varint_agrees_within_int32(value: int) -> None:
     assert len(out) <= 10 and _read_zigzag_leb128(out) == value
     if -(2**31) <= value < 2**31:
         assert encode_varint(value) == out and len(out) <= 5
+
+
+def test_read_batch_of_a_buffer_that_is_not_1d_bytes_is_a_config_error() -> None:
+    """A numpy scalar exports a 0-d buffer: read_batch said IndexError from slicing it (found by
+    test_fuzz_api's hypothesis run); it reads through a 1-D view of bytes, or refuses."""
+    import numpy as np
+
+    from rmqcore.errors import ConfigError
+    from rmqcore.kafka.records import read_batch
+
+    for buf in (np.int64(3), np.zeros(4, dtype=np.int32), np.zeros((2, 2), dtype=np.uint8)):
+        with pytest.raises(ConfigError, match="1-D buffer of bytes"):
+            read_batch(buf, 0, 0, 2)
